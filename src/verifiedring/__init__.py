@@ -1,0 +1,48 @@
+"""verifiedring: a formally modeled shared-memory broadcast ring and message queue.
+
+The core (:mod:`~verifiedring.layout`, :mod:`~verifiedring.ordering`,
+:mod:`~verifiedring.ring`) imports neither torch nor zmq. ``MessageQueue`` and
+``Handle`` (ZeroMQ) are imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    BrokenPeerError,
+    ClosedError,
+    MisuseError,
+    RingTimeoutError,
+    VerifiedRingError,
+)
+from .layout import RingLayout
+from .ring import ReaderCursor, RingHandle, ShmRingBuffer, WriterCursor
+
+if TYPE_CHECKING:
+    from .message_queue import Handle, MessageQueue
+
+__all__ = [
+    "BrokenPeerError",
+    "ClosedError",
+    "Handle",
+    "MessageQueue",
+    "MisuseError",
+    "ReaderCursor",
+    "RingHandle",
+    "RingLayout",
+    "RingTimeoutError",
+    "ShmRingBuffer",
+    "VerifiedRingError",
+    "WriterCursor",
+]
+
+_LAZY = {"MessageQueue": "message_queue", "Handle": "message_queue"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

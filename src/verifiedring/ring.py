@@ -1,0 +1,439 @@
+"""ShmRingBuffer: one writer, ``n_reader`` readers, a fixed ring of chunks.
+
+Algorithm (model: ``spec/RingBuffer.tla``; layout: :mod:`verifiedring.layout`)
+------------------------------------------------------------------------------
+Each side keeps its own chunk index; neither ever reads the other's index.
+
+Writer, one message, at chunk ``i = windex``::
+
+    WriterPoll           wait until written[i] == 0 or every read[i][*] == 1   FW1
+    WriterClearWritten   written[i] = 0                                       FW2
+    WriterFillPayload    the caller stores the payload into chunk i           FW3
+    WriterClearReadFlag  read[i][r] = 0 for every reader r                    FW4
+    WriterPublish        written[i] = 1; windex = (i + 1) % max_chunks
+    (WriterAbort         the caller raised: stop after WriterFillPayload;
+                         chunk i stays unpublished and is reused next)
+
+Reader ``k``, at chunk ``i = rindex``::
+
+    ReaderPoll           wait until written[i] == 1 and read[i][k] == 0       FR1
+    ReaderReadPayload    the caller loads the payload of chunk i              FR2
+    ReaderRelease        read[i][k] = 1; rindex = (i + 1) % max_chunks
+                         (also when the caller raised: the writer never stalls)
+
+``FWn``/``FRn`` are the fences of :mod:`verifiedring.ordering`, placed after the
+step they follow. Invariants TLC checks for this exact step sequence (names as
+in the spec): no reader loads a chunk while the writer stores into it
+(``NoTornReadInv``); each reader receives exactly the published messages in
+order (``DeliveryInv``); the writer never refills a chunk some reader has not
+read (``NoOverwriteInv``); and with fair scheduling every message reaches every
+reader (``AllDeliveredProp``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import TracebackType
+
+from .errors import ClosedError, MisuseError, RingTimeoutError
+from .layout import RingLayout
+from .ordering import fence
+from .shm import SharedSegment
+from .steps import (
+    READER_POLL,
+    READER_READ_PAYLOAD,
+    READER_RELEASE,
+    WRITER_ABORT,
+    WRITER_ACTOR,
+    WRITER_CLEAR_READ_FLAG,
+    WRITER_CLEAR_WRITTEN,
+    WRITER_FILL_PAYLOAD,
+    WRITER_POLL,
+    WRITER_PUBLISH,
+    StepObserver,
+    reader_actor,
+)
+from .waiting import DEFAULT_LOG_INTERVAL, wait_until
+
+# Roles claimed in this process, per segment: (segment name, reader index) for a
+# reader, (segment name, None) for the writer. Two cursors of one role on one
+# segment in one process would break the single-writer / own-flag rules.
+_claimed_roles: set[tuple[str, int | None]] = set()
+
+
+@dataclass(frozen=True)
+class RingHandle:
+    """Everything another process needs to attach to a ring (picklable)."""
+
+    name: str
+    n_reader: int
+    max_chunk_bytes: int
+    max_chunks: int
+
+    @property
+    def layout(self) -> RingLayout:
+        return RingLayout(self.n_reader, self.max_chunk_bytes, self.max_chunks)
+
+
+class ShmRingBuffer:
+    """A shared-memory ring of ``max_chunks`` chunks of ``max_chunk_bytes`` each.
+
+    The creator (``create=True``) owns the segment: its :meth:`close` unlinks it.
+    An attacher (``create=False`` with ``name``, or :meth:`attach`) only unmaps.
+    One instance plays one role: it hands out either the writer cursor or
+    reader cursors, never both.
+    """
+
+    def __init__(
+        self,
+        n_reader: int,
+        max_chunk_bytes: int,
+        max_chunks: int,
+        name: str | None = None,
+        create: bool = True,
+    ) -> None:
+        self.layout = RingLayout(n_reader, max_chunk_bytes, max_chunks)
+        if create:
+            self._segment = SharedSegment.create(self.layout.total_bytes, name)
+        elif name is None:
+            raise MisuseError("attaching to a ring (create=False) needs the segment name")
+        else:
+            self._segment = SharedSegment.attach(name, self.layout.total_bytes)
+        buf = self._segment.buf
+        lay = self.layout
+        data = [lay.data_offset(c) for c in range(max_chunks)]
+        flags = [lay.flags_offset(c) for c in range(max_chunks)]
+        # Per-chunk views, made once: the hot path only indexes these lists.
+        self._data_views = [buf[o : o + max_chunk_bytes] for o in data]
+        self._flag_views = [buf[o : o + lay.flags_per_chunk] for o in flags]
+        self._read_flag_views = [buf[o + 1 : o + lay.flags_per_chunk] for o in flags]
+        self._cursors: list[WriterCursor | ReaderCursor] = []
+        self._role: str | None = None
+
+    @classmethod
+    def attach(cls, handle: RingHandle) -> ShmRingBuffer:
+        """Attach to the ring described by ``handle`` (never unlinks it)."""
+        return cls(handle.n_reader, handle.max_chunk_bytes, handle.max_chunks, handle.name, False)
+
+    def __reduce__(self) -> tuple[object, tuple[RingHandle]]:
+        return (ShmRingBuffer.attach, (self.handle(),))
+
+    @property
+    def name(self) -> str:
+        return self._segment.name
+
+    @property
+    def is_creator(self) -> bool:
+        return self._segment.created
+
+    @property
+    def closed(self) -> bool:
+        return self._segment.closed
+
+    def handle(self) -> RingHandle:
+        lay = self.layout
+        return RingHandle(self.name, lay.n_reader, lay.max_chunk_bytes, lay.max_chunks)
+
+    def writer(
+        self, observer: StepObserver | None = None, log_interval: float = DEFAULT_LOG_INTERVAL
+    ) -> WriterCursor:
+        """The writer cursor. At most one per segment per process."""
+        self._claim("writer", None)
+        cursor = WriterCursor(self, observer, log_interval)
+        self._cursors.append(cursor)
+        return cursor
+
+    def reader(
+        self,
+        index: int,
+        observer: StepObserver | None = None,
+        log_interval: float = DEFAULT_LOG_INTERVAL,
+    ) -> ReaderCursor:
+        """The cursor of local reader ``index`` (0..n_reader-1, not a global rank)."""
+        self.layout.check_reader(index)
+        self._claim("reader", index)
+        cursor = ReaderCursor(self, index, observer, log_interval)
+        self._cursors.append(cursor)
+        return cursor
+
+    def _claim(self, role: str, index: int | None) -> None:
+        if self.closed:
+            raise ClosedError(f"ring {self.name!r} is closed")
+        if self._role is not None and self._role != role:
+            raise MisuseError(
+                f"ring {self.name!r}: this instance is the {self._role}'s; a {role} cursor "
+                "needs its own instance (ShmRingBuffer.attach(handle))"
+            )
+        key = (self.name, index)
+        if key in _claimed_roles:
+            who = "a writer" if index is None else f"a reader with flag index {index}"
+            raise MisuseError(
+                f"ring {self.name!r} already has {who} in process {os.getpid()}: "
+                "one writer per ring, and each flag index belongs to one reader"
+            )
+        _claimed_roles.add(key)
+        self._role = role
+
+    def close(self) -> None:
+        """Release cursors and unmap; the creator also unlinks. Idempotent."""
+        if self.closed:
+            return
+        for cursor in self._cursors:
+            cursor._detach()
+        self._cursors.clear()
+        for views in (self._data_views, self._flag_views, self._read_flag_views):
+            for view in views:
+                view.release()
+        try:
+            self._segment.close()
+        except BufferError:
+            raise MisuseError(
+                f"ring {self.name!r}: cannot unmap while a chunk view is still referenced; "
+                "do not keep the memoryview yielded by acquire_read/acquire_write"
+            ) from None
+        finally:
+            if self.is_creator:
+                self._segment.unlink()
+
+    def __enter__(self) -> ShmRingBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Cursor:
+    """State shared by both cursor kinds: views, index, timeout, hold state."""
+
+    actor: str
+
+    def __init__(
+        self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
+    ) -> None:
+        self._ring = ring
+        self._name = ring.name
+        self._n_reader = ring.layout.n_reader
+        self._max_chunks = ring.layout.max_chunks
+        self._data = ring._data_views
+        self._flags = ring._flag_views
+        self._read_flags = ring._read_flag_views
+        self.observer = observer
+        self.log_interval = log_interval
+        self.index = 0  # the next chunk this side will use; private to this side
+        self._timeout: float | None = None
+        self._holding = False
+        self._claim_key: tuple[str, int | None] = (ring.name, None)
+
+    def _check_usable(self) -> None:
+        if self._ring.closed:
+            raise ClosedError(f"{self.actor} of ring {self._name!r}: the ring is closed")
+        if self._holding:
+            raise MisuseError(
+                f"{self.actor} of ring {self._name!r} already holds chunk {self.index}: "
+                "finish the current with-block before acquiring again"
+            )
+
+    def _flag_state(self) -> str:
+        flags = self._flags[self.index]
+        return f"written={flags[0]}, read flags={list(flags[1:])}"
+
+    def _detach(self) -> None:
+        _claimed_roles.discard(self._claim_key)
+
+
+class WriterCursor(_Cursor):
+    """The single writer of a ring. Use ``with w.acquire_write() as buf:``."""
+
+    actor = WRITER_ACTOR
+
+    def __init__(
+        self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
+    ) -> None:
+        super().__init__(ring, observer, log_interval)
+        self._all_read = b"\x01" * self._n_reader
+        self._none_read = bytes(self._n_reader)
+
+    def acquire_write(self, timeout: float | None = None) -> WriterCursor:
+        """Context manager yielding the next chunk, writable, once it is free.
+
+        On normal exit the chunk is published to every reader; if the body
+        raises, it stays unpublished and the next write reuses it. Raises
+        :class:`RingTimeoutError` if the chunk is not free within ``timeout``.
+        """
+        self._timeout = timeout
+        return self
+
+    def _poll_free(self) -> bool:
+        # spec: WriterPoll
+        i = self.index
+        obs = self.observer
+        if obs is not None:
+            obs.before_step(WRITER_ACTOR, WRITER_POLL, i, None)
+        free = self._flags[i][0] == 0 or self._read_flags[i] == self._all_read
+        fence()  # FW1: these flag loads before any store of this write
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_POLL, i, None)
+        return free
+
+    def __enter__(self) -> memoryview:
+        self._check_usable()
+        if not self._poll_free():
+            wait_until(
+                self._poll_free, self._timeout, self._describe_wait, self._timed_out,
+                self.log_interval,
+            )
+        i = self.index
+        obs = self.observer
+        # spec: WriterClearWritten
+        if obs is not None:
+            obs.before_step(WRITER_ACTOR, WRITER_CLEAR_WRITTEN, i, None)
+        self._flags[i][0] = 0
+        fence()  # FW2: written = 0 before the payload stores
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_CLEAR_WRITTEN, i, None)
+            # spec: WriterFillPayload (the caller's with-body)
+            obs.before_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
+        self._holding = True
+        return self._data[i]
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        i = self.index
+        obs = self.observer
+        self._holding = False
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
+        if exc_type is not None:
+            # spec: WriterAbort -- no flag store; written[i] stays 0, index stays i
+            if obs is not None:
+                obs.before_step(WRITER_ACTOR, WRITER_ABORT, i, None)
+                obs.after_step(WRITER_ACTOR, WRITER_ABORT, i, None)
+            return
+        fence()  # FW3: payload stores before the read-flag clears
+        # spec: WriterClearReadFlag (one store per reader)
+        if obs is None:
+            self._read_flags[i][:] = self._none_read
+        else:
+            read_flags = self._read_flags[i]
+            for r in range(self._n_reader):
+                obs.before_step(WRITER_ACTOR, WRITER_CLEAR_READ_FLAG, i, r)
+                read_flags[r] = 0
+                obs.after_step(WRITER_ACTOR, WRITER_CLEAR_READ_FLAG, i, r)
+        fence()  # FW4: read-flag clears before written = 1
+        # spec: WriterPublish
+        if obs is not None:
+            obs.before_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
+        self._flags[i][0] = 1
+        self.index = (i + 1) % self._max_chunks
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
+
+    def unread_by(self) -> list[int]:
+        """Local reader indices that have not read the writer's current chunk."""
+        flags = self._read_flags[self.index]
+        return [r for r in range(self._n_reader) if flags[r] == 0]
+
+    def _describe_wait(self) -> str:
+        return (
+            f"writer of ring {self._name!r} waits for chunk {self.index} to be free "
+            f"({self._flag_state()}); readers {self.unread_by()} have not read it"
+        )
+
+    def _timed_out(self, waited: float) -> RingTimeoutError:
+        return RingTimeoutError(
+            f"writer (pid {os.getpid()}) of ring {self._name!r} timed out after {waited:.3f} s "
+            f"on chunk {self.index}: saw {self._flag_state()}, expected written=0 or every "
+            f"read flag 1; readers {self.unread_by()} have not read it"
+        )
+
+
+class ReaderCursor(_Cursor):
+    """Local reader ``reader`` of a ring. Use ``with r.acquire_read() as buf:``."""
+
+    def __init__(
+        self,
+        ring: ShmRingBuffer,
+        reader: int,
+        observer: StepObserver | None,
+        log_interval: float,
+    ) -> None:
+        super().__init__(ring, observer, log_interval)
+        self.reader = reader
+        self.actor = reader_actor(reader)
+        self._own = 1 + reader  # offset of this reader's flag in a chunk's flag block
+        self._claim_key = (ring.name, reader)
+
+    def acquire_read(self, timeout: float | None = None) -> ReaderCursor:
+        """Context manager yielding the next published chunk, read-only by contract.
+
+        On exit the chunk is released (marked read by this reader), also when
+        the body raises, so the writer never stalls on it. Raises
+        :class:`RingTimeoutError` if nothing is published within ``timeout``.
+        """
+        self._timeout = timeout
+        return self
+
+    def _poll_ready(self) -> bool:
+        # spec: ReaderPoll
+        i = self.index
+        obs = self.observer
+        if obs is not None:
+            obs.before_step(self.actor, READER_POLL, i, None)
+        flags = self._flags[i]
+        ready = flags[0] == 1 and flags[self._own] == 0
+        fence()  # FR1: these flag loads before the payload loads
+        if obs is not None:
+            obs.after_step(self.actor, READER_POLL, i, None)
+        return ready
+
+    def __enter__(self) -> memoryview:
+        self._check_usable()
+        if not self._poll_ready():
+            wait_until(
+                self._poll_ready, self._timeout, self._describe_wait, self._timed_out,
+                self.log_interval,
+            )
+        if self.observer is not None:
+            # spec: ReaderReadPayload (the caller's with-body)
+            self.observer.before_step(self.actor, READER_READ_PAYLOAD, self.index, None)
+        self._holding = True
+        return self._data[self.index]
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        i = self.index
+        obs = self.observer
+        self._holding = False
+        if obs is not None:
+            obs.after_step(self.actor, READER_READ_PAYLOAD, i, None)
+        fence()  # FR2: payload loads before the release store
+        # spec: ReaderRelease (also when the body raised)
+        if obs is not None:
+            obs.before_step(self.actor, READER_RELEASE, i, None)
+        self._flags[i][self._own] = 1
+        self.index = (i + 1) % self._max_chunks
+        if obs is not None:
+            obs.after_step(self.actor, READER_RELEASE, i, None)
+
+    def _describe_wait(self) -> str:
+        return (
+            f"reader {self.reader} of ring {self._name!r} waits for chunk {self.index} "
+            f"to be published ({self._flag_state()})"
+        )
+
+    def _timed_out(self, waited: float) -> RingTimeoutError:
+        flags = self._flags[self.index]
+        return RingTimeoutError(
+            f"reader {self.reader} (pid {os.getpid()}) of ring {self._name!r} timed out after "
+            f"{waited:.3f} s on chunk {self.index}: saw written={flags[0]}, own read flag="
+            f"{flags[self._own]}, expected written=1 and own read flag 0"
+        )

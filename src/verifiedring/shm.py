@@ -1,0 +1,125 @@
+"""POSIX shared-memory segments with explicit ownership.
+
+Unlike ``multiprocessing.shared_memory.SharedMemory`` on Python < 3.13, an
+attacher here never registers the segment with the resource tracker, so an
+attaching process neither warns about a "leaked" segment nor unlinks it
+early when it exits. Only the creator registers (so a crashed creator's
+segment is still reclaimed) and only the creator unlinks.
+
+Segments are created with mode 0600: readable and writable by their owner only.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+from multiprocessing import resource_tracker
+
+import _posixshmem
+
+from .errors import BrokenPeerError, MisuseError
+
+SHM_DIR = "/dev/shm"
+NAME_PREFIX = "vr_"
+SEGMENT_MODE = 0o600
+
+
+def _tracker_name(name: str) -> str:
+    return "/" + name
+
+
+def check_room(size: int, directory: str = SHM_DIR) -> None:
+    """Raise :class:`MisuseError` if ``directory`` cannot hold ``size`` more bytes."""
+    try:
+        st = os.statvfs(directory)
+    except FileNotFoundError:
+        return  # no tmpfs to inspect (e.g. macOS): let shm_open decide
+    free = st.f_bavail * st.f_frsize
+    if size > free:
+        raise MisuseError(
+            f"{directory} has {free} bytes free but the segment needs {size}: "
+            f"shrink max_chunk_bytes * max_chunks or enlarge {directory}"
+        )
+
+
+class SharedSegment:
+    """One mapped POSIX shared-memory segment.
+
+    Invariant: ``buf`` is a writable memoryview of exactly ``size`` bytes
+    while open; after :meth:`close` it is released.
+    """
+
+    def __init__(self, name: str, fd: int, size: int, created: bool) -> None:
+        self.name = name
+        self.size = size
+        self.created = created
+        try:
+            self._mmap: mmap.mmap | None = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.buf = memoryview(self._mmap)
+        self._unlinked = False
+
+    @classmethod
+    def create(cls, size: int, name: str | None = None) -> SharedSegment:
+        """Create a zero-filled segment of ``size`` bytes (fails if ``name`` exists)."""
+        if size < 1:
+            raise MisuseError(f"segment size must be >= 1 byte, got {size}")
+        check_room(size)
+        name = name or NAME_PREFIX + secrets.token_hex(8)
+        fd = _posixshmem.shm_open(
+            _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE
+        )
+        try:
+            os.ftruncate(fd, size)
+        except BaseException:
+            os.close(fd)
+            _posixshmem.shm_unlink(_tracker_name(name))
+            raise
+        resource_tracker.register(_tracker_name(name), "shared_memory")
+        return cls(name, fd, size, created=True)
+
+    @classmethod
+    def attach(cls, name: str, size: int) -> SharedSegment:
+        """Map the existing segment ``name``, which must hold at least ``size`` bytes."""
+        try:
+            fd = _posixshmem.shm_open(_tracker_name(name), os.O_RDWR, mode=SEGMENT_MODE)
+        except FileNotFoundError:
+            raise BrokenPeerError(
+                f"shared-memory segment {name!r} does not exist: its creator closed it "
+                "or never created it"
+            ) from None
+        actual = os.fstat(fd).st_size
+        if actual < size:
+            os.close(fd)
+            raise BrokenPeerError(
+                f"shared-memory segment {name!r} has {actual} bytes but the ring geometry "
+                f"needs {size}: the handle does not match the segment"
+            )
+        return cls(name, fd, size, created=False)
+
+    @property
+    def closed(self) -> bool:
+        return self._mmap is None
+
+    def close(self) -> None:
+        """Unmap the segment. Idempotent. Views handed out must be released first."""
+        if self._mmap is None:
+            return
+        self.buf.release()
+        self._mmap.close()
+        self._mmap = None
+
+    def unlink(self) -> None:
+        """Remove the segment's name (creator only). Idempotent."""
+        if not self.created:
+            raise MisuseError(f"segment {self.name!r}: only its creator may unlink it")
+        if self._unlinked:
+            return
+        self._unlinked = True
+        try:
+            _posixshmem.shm_unlink(_tracker_name(self.name))
+        except FileNotFoundError:
+            pass
+        resource_tracker.unregister(_tracker_name(self.name), "shared_memory")

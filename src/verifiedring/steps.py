@@ -1,0 +1,63 @@
+"""Protocol step names shared by the spec, the code, the tests and traces.
+
+Every shared-memory access of the ring protocol is one *step*. Each step has
+exactly one name, used verbatim as:
+
+* the TLA+ action in ``spec/RingBuffer.tla``,
+* the ``# spec: <Name>`` comment at the code site in ``ring.py``,
+* the hypothesis rule in ``tests/test_ring_stateful.py``,
+* the ``action`` field of a trace event (:class:`StepObserver`).
+
+A :class:`StepObserver` installed on a cursor sees every step before and after
+it runs. With no observer installed a step costs one ``is None`` test.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+# Writer steps, in protocol order.
+WRITER_POLL: Final = "WriterPoll"  # load written + all read flags of its chunk
+WRITER_CLEAR_WRITTEN: Final = "WriterClearWritten"  # store written = 0
+WRITER_FILL_PAYLOAD: Final = "WriterFillPayload"  # caller stores the payload
+WRITER_ABORT: Final = "WriterAbort"  # caller raised: chunk stays unpublished
+WRITER_CLEAR_READ_FLAG: Final = "WriterClearReadFlag"  # store read[r] = 0, once per reader
+WRITER_PUBLISH: Final = "WriterPublish"  # store written = 1, advance index
+
+# Reader steps, in protocol order.
+READER_POLL: Final = "ReaderPoll"  # load written + own read flag of its chunk
+READER_READ_PAYLOAD: Final = "ReaderReadPayload"  # caller loads the payload
+READER_RELEASE: Final = "ReaderRelease"  # store own read flag = 1, advance index
+
+WRITER_STEPS: Final = (
+    WRITER_POLL,
+    WRITER_CLEAR_WRITTEN,
+    WRITER_FILL_PAYLOAD,
+    WRITER_ABORT,
+    WRITER_CLEAR_READ_FLAG,
+    WRITER_PUBLISH,
+)
+READER_STEPS: Final = (READER_POLL, READER_READ_PAYLOAD, READER_RELEASE)
+ALL_STEPS: Final = WRITER_STEPS + READER_STEPS
+
+WRITER_ACTOR: Final = "writer"
+
+
+def reader_actor(reader: int) -> str:
+    """The actor name of the reader with flag index ``reader`` ("reader0", ...)."""
+    return f"reader{reader}"
+
+
+class StepObserver(Protocol):
+    """Sees each protocol step of one cursor.
+
+    ``before_step`` runs before the step touches shared memory and may block
+    (a deterministic scheduler uses this to run one actor at a time);
+    ``after_step`` runs once the step's store or load has happened. ``chunk``
+    is the chunk index the step acts on; ``reader`` is the read-flag index a
+    ``WriterClearReadFlag`` step clears, else ``None``.
+    """
+
+    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None: ...
+
+    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None: ...
