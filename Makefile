@@ -1,0 +1,27 @@
+# verifiedring developer targets. `make install` then `make test` is all a new user needs.
+PYTHON ?= python3
+PYTEST_WORKERS ?= auto
+
+.PHONY: install test model-check stress lint bench gpu-check
+
+install:  ## install the library with everything the tests, models and linters need
+	$(PYTHON) -m pip install -e '.[dev]'
+
+test:  ## the whole test suite, unit + property + bounded stress, in parallel
+	$(PYTHON) -m pytest -n $(PYTEST_WORKERS)
+
+model-check:  ## TLC over every model and mutant in spec/models.toml; one table, non-zero on surprise
+	$(PYTHON) spec/run_models.py
+
+stress:  ## a longer soak of the multiprocess harness (see stress/README.md)
+	$(PYTHON) -m stress --duration 60
+
+lint:
+	$(PYTHON) -m ruff check src tests stress bench spec
+	$(PYTHON) -m mypy
+
+bench:
+	$(PYTHON) -m bench
+
+gpu-check:  ## just the GPU tests, for a machine that has CUDA (skips elsewhere)
+	$(PYTHON) -m pytest -m gpu -n 0 tests
