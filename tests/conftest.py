@@ -1,0 +1,72 @@
+"""Shared fixtures: fail any test that leaves a ring segment in /dev/shm.
+
+Each pytest process (each xdist worker) records the names of the segments it
+creates through :meth:`SharedSegment.create`; after every test, the ones
+still present in /dev/shm are leaks. Only names this process created (or a
+test registered with ``shm_segments.track``, e.g. one made by a child
+process) are checked, so parallel workers never see each other's segments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from verifiedring import shm
+from verifiedring.shm import SHM_DIR, SharedSegment
+
+_created: list[str] = []
+_original_create = SharedSegment.create.__func__  # type: ignore[attr-defined]
+
+
+def _recording_create(
+    cls: type[SharedSegment], size: int, name: str | None = None
+) -> SharedSegment:
+    segment: SharedSegment = _original_create(cls, size, name)
+    _created.append(segment.name)
+    return segment
+
+
+SharedSegment.create = classmethod(_recording_create)  # type: ignore[method-assign,assignment]
+
+
+def segment_exists(name: str) -> bool:
+    return os.path.exists(os.path.join(SHM_DIR, name))
+
+
+class SegmentTracker:
+    """The segments one test created (in this process) or registered."""
+
+    def __init__(self) -> None:
+        _created.clear()
+        self._extra: list[str] = []
+
+    def track(self, name: str) -> None:
+        """Also check ``name`` (a segment created outside this process)."""
+        self._extra.append(name)
+
+    @property
+    def names(self) -> list[str]:
+        return [*_created, *self._extra]
+
+    def leaked(self) -> list[str]:
+        return [n for n in dict.fromkeys(self.names) if segment_exists(n)]
+
+
+@pytest.fixture(autouse=True)
+def shm_segments() -> Iterator[SegmentTracker]:
+    tracker = SegmentTracker()
+    yield tracker
+    leaked = tracker.leaked()
+    for name in leaked:  # clean up so one leak does not cascade
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(SHM_DIR, name))
+    if leaked:
+        pytest.fail(
+            f"test left shared-memory segments behind in {SHM_DIR}: {leaked} "
+            f"(prefix {shm.NAME_PREFIX!r}); close every ShmRingBuffer it creates",
+            pytrace=False,
+        )

@@ -1,0 +1,106 @@
+"""The segment's byte layout: offsets, total size, capacity rule."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from verifiedring import MisuseError, RingLayout, ShmRingBuffer
+
+geometry = st.tuples(
+    st.integers(1, 8),  # n_reader
+    st.integers(1, 64),  # max_chunk_bytes
+    st.integers(1, 8),  # max_chunks
+)
+
+
+def test_offsets_of_a_small_ring() -> None:
+    lay = RingLayout(n_reader=2, max_chunk_bytes=10, max_chunks=3)
+    assert lay.flags_per_chunk == 3
+    assert [lay.data_offset(c) for c in range(3)] == [0, 10, 20]
+    assert lay.flags_base == 30
+    assert [lay.flags_offset(c) for c in range(3)] == [30, 33, 36]
+    assert lay.written_offset(1) == 33
+    assert [lay.read_flag_offset(2, r) for r in range(2)] == [37, 38]
+    assert lay.total_bytes == 39
+
+
+@given(geometry)
+def test_total_size_formula(g: tuple[int, int, int]) -> None:
+    n_reader, max_chunk_bytes, max_chunks = g
+    lay = RingLayout(n_reader, max_chunk_bytes, max_chunks)
+    assert lay.total_bytes == (max_chunk_bytes + 1 + n_reader) * max_chunks
+
+
+@given(geometry)
+def test_flags_come_after_all_data(g: tuple[int, int, int]) -> None:
+    lay = RingLayout(*g)
+    last_data_byte = lay.data_offset(lay.max_chunks - 1) + lay.max_chunk_bytes - 1
+    assert lay.flags_base == last_data_byte + 1
+    assert min(lay.flags_offset(c) for c in range(lay.max_chunks)) == lay.flags_base
+    last_flag = lay.read_flag_offset(lay.max_chunks - 1, lay.n_reader - 1)
+    assert last_flag == lay.total_bytes - 1
+
+
+@given(geometry)
+def test_every_byte_has_exactly_one_owner(g: tuple[int, int, int]) -> None:
+    """All offsets are distinct, in range, and together cover the segment."""
+    lay = RingLayout(*g)
+    owners: list[tuple[str, int, int]] = []
+    for c in range(lay.max_chunks):
+        owners += [("data", c, lay.data_offset(c) + b) for b in range(lay.max_chunk_bytes)]
+        owners.append(("written", c, lay.written_offset(c)))
+        owners += [("read", c, lay.read_flag_offset(c, r)) for r in range(lay.n_reader)]
+    offsets = [off for _, _, off in owners]
+    assert all(0 <= off < lay.total_bytes for off in offsets)
+    assert len(set(offsets)) == len(offsets)
+    assert sorted(offsets) == list(range(lay.total_bytes))
+
+
+@pytest.mark.parametrize(
+    ("field", "kwargs"),
+    [
+        ("n_reader", {"n_reader": 0}),
+        ("max_chunk_bytes", {"max_chunk_bytes": 0}),
+        ("max_chunks", {"max_chunks": 0}),
+        ("n_reader", {"n_reader": -1}),
+        ("max_chunk_bytes", {"max_chunk_bytes": 2.0}),
+        ("max_chunks", {"max_chunks": "3"}),
+        ("n_reader", {"n_reader": True}),
+    ],
+)
+def test_bad_geometry_names_the_field(field: str, kwargs: dict[str, object]) -> None:
+    args: dict[str, object] = {"n_reader": 1, "max_chunk_bytes": 8, "max_chunks": 2, **kwargs}
+    with pytest.raises(MisuseError, match=rf"{field} must be an int >= 1, got {kwargs[field]!r}"):
+        RingLayout(**args)  # type: ignore[arg-type]
+
+
+def test_out_of_range_indices() -> None:
+    lay = RingLayout(2, 8, 3)
+    with pytest.raises(MisuseError, match=r"chunk index 3 out of range 0\.\.2"):
+        lay.data_offset(3)
+    with pytest.raises(MisuseError, match=r"chunk index -1 out of range"):
+        lay.flags_offset(-1)
+    with pytest.raises(MisuseError, match=r"position among the local readers, not its global rank"):
+        lay.read_flag_offset(0, 2)
+
+
+def test_capacity_rule_message() -> None:
+    lay = RingLayout(1, 16, 2)
+    lay.check_fits(16)
+    lay.check_fits(0)
+    with pytest.raises(MisuseError) as info:
+        lay.check_fits(17)
+    msg = str(info.value)
+    assert "message of 17 bytes does not fit" in msg
+    assert "must fit in one chunk" in msg
+    assert "max_chunk_bytes=16" in msg
+
+
+def test_segment_has_exactly_the_layout_size() -> None:
+    import os
+
+    with ShmRingBuffer(3, 100, 4) as ring:
+        size = os.stat(f"/dev/shm/{ring.name}").st_size
+        assert size == ring.layout.total_bytes == (100 + 1 + 3) * 4
