@@ -252,7 +252,7 @@ Spec == Init /\ [][Next]_vars /\ WF_vars(WriterStep)
 -----------------------------------------------------------------------------
 (* Properties *)
 
-TypeOK ==
+TypeOKInv ==
     /\ wpc \in {"handshake", "slot", "local", "remote"}
     /\ sent \in 0..M
     /\ released \in [LocalReaders -> 0..M]
@@ -263,7 +263,7 @@ TypeOK ==
 
 \* Each reader's delivered sequence is a prefix of the sent sequence
 \* 1, 2, ..., sent, across both channels, timeouts and retries included.
-DeliveryInv ==
+DeliveredPrefixInv ==
     \A r \in Readers :
         /\ Len(delivered[r]) <= sent
         /\ \A i \in 1..Len(delivered[r]) : delivered[r][i] = i
@@ -271,5 +271,5 @@ DeliveryInv ==
 \* No PUB socket ever drops a frame (slow joiner or high-water mark).
 NoLossInv == lost = {}
 
-AllDeliveredProp == <>AllDone
+AllDoneProp == <>AllDone
 =============================================================================
