@@ -67,7 +67,7 @@ TRACE_TAIL = 80  # steps of trace shown in a failure message
 AFTER_FILL = (WRITER_ABORT, WRITER_CLEAR_READ_FLAG)
 
 
-class _Stop(BaseException): -- not an error: unwinds an actor at teardown
+class _Stop(BaseException):
     """Raised inside an actor thread to unwind it at teardown."""
 
 
