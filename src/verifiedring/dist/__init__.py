@@ -19,7 +19,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .broadcaster import GroupBroadcaster, ObjectChannel, QueueChannel, broadcast_tensor_dict
+    from .broadcaster import (
+        CollectiveChannel,
+        GroupBroadcaster,
+        ObjectChannel,
+        broadcast_tensor_dict,
+    )
     from .group import create_from_process_group, host_identity, writer_connect_ip
     from .launch import run_group
     from .paths import PlanCache, Refill, RefillPlan, apply, collect, format_path, refill
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "GroupBroadcaster": "broadcaster",
     "ObjectChannel": "broadcaster",
-    "QueueChannel": "broadcaster",
+    "CollectiveChannel": "broadcaster",
     "broadcast_tensor_dict": "broadcaster",
     "create_from_process_group": "group",
     "host_identity": "group",
@@ -47,7 +52,26 @@ _LAZY = {
     "WorkerGroup": "workers",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "CollectiveChannel",
+    "GroupBroadcaster",
+    "ObjectChannel",
+    "PlanCache",
+    "Refill",
+    "RefillPlan",
+    "TensorMeta",
+    "TransferOptions",
+    "WorkerGroup",
+    "apply",
+    "broadcast_tensor_dict",
+    "collect",
+    "create_from_process_group",
+    "format_path",
+    "host_identity",
+    "refill",
+    "run_group",
+    "writer_connect_ip",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -245,16 +245,16 @@ class _Applier:
                 self.pending_tuples[j] = True
             return self.placed[j]
         if kind == TENSOR:
-            return self.tensor(i, rec[1], cur)
+            return self.fill_tensor(i, rec[1], cur)
         if kind == DICT:
-            return self.dict(i, rec, cur)
+            return self.fill_dict(i, rec, cur)
         if kind == LIST:
-            return self.list(i, rec, cur)
+            return self.fill_list(i, rec, cur)
         if kind == TUPLE:
-            return self.tuple(i, rec, cur)
-        return self.dataclass(i, rec, cur)
+            return self.fill_tuple(i, rec, cur)
+        return self.fill_dataclass(i, rec, cur)
 
-    def tensor(self, i: int, index: int, cur: Any) -> torch.Tensor:
+    def fill_tensor(self, i: int, index: int, cur: Any) -> torch.Tensor:
         meta = self.metas[index]
         if isinstance(cur, torch.Tensor) and meta.matches(cur) and id(cur) not in self.claimed:
             t = cur
@@ -268,7 +268,7 @@ class _Applier:
         self.placed[i] = t
         return t
 
-    def dict(self, i: int, rec: tuple[Any, ...], cur: Any) -> dict[Any, Any]:
+    def fill_dict(self, i: int, rec: tuple[Any, ...], cur: Any) -> dict[Any, Any]:
         _, cls, factory, keys = rec
         d = self.reuse(cur, cls, "a dict")
         if d is None:
@@ -293,7 +293,7 @@ class _Applier:
             d.update(items)
         return d  # type: ignore[no-any-return]
 
-    def list(self, i: int, rec: tuple[Any, ...], cur: Any) -> list[Any]:
+    def fill_list(self, i: int, rec: tuple[Any, ...], cur: Any) -> list[Any]:
         _, cls, n = rec
         lst = self.reuse(cur, cls, "a list")
         if lst is None:
@@ -317,7 +317,7 @@ class _Applier:
         path.pop()
         return lst  # type: ignore[no-any-return]
 
-    def tuple(self, i: int, rec: tuple[Any, ...], cur: Any) -> tuple[Any, ...]:
+    def fill_tuple(self, i: int, rec: tuple[Any, ...], cur: Any) -> tuple[Any, ...]:
         _, cls, n = rec
         items_cur: tuple[Any, ...] | None = None
         if type(cur) is cls and len(cur) == n:
@@ -345,7 +345,7 @@ class _Applier:
         self.placed[i] = result
         return result
 
-    def dataclass(self, i: int, rec: tuple[Any, ...], cur: Any) -> Any:
+    def fill_dataclass(self, i: int, rec: tuple[Any, ...], cur: Any) -> Any:
         _, cls, names = rec
         o = self.reuse(cur, cls, "a dataclass")
         if o is None:
@@ -371,7 +371,9 @@ def apply(refill: Refill, target: Any) -> tuple[Any, list[torch.Tensor]]:
     a = _Applier(refill)
     root = a.node(target)
     if a.pos != len(refill.nodes):
-        raise MisuseError(f"path refill: {len(refill.nodes) - a.pos} nodes left over (corrupt Refill)")
+        raise MisuseError(
+            f"path refill: {len(refill.nodes) - a.pos} nodes left over (corrupt Refill)"
+        )
     dests = [t for t in a.dests if t is not None]
     if len(dests) != len(refill.metas):
         raise MisuseError("path refill: a tensor of the Refill was never placed (corrupt Refill)")
@@ -453,7 +455,7 @@ class RefillPlan:
             kind, k = p[-1]
             pe = _expr(p[:-1], consts)
             if kind == ATTR:
-                if type(parent).__dataclass_params__.frozen:  # type: ignore[attr-defined]
+                if type(parent).__dataclass_params__.frozen:
                     setters.append(f"_osa({pe}, {k!r}, L[{i}])")
                 else:
                     setters.append(f"{pe}.{k} = L[{i}]")

@@ -67,7 +67,9 @@ class TensorMeta:
 
     def matches(self, t: torch.Tensor) -> bool:
         """Whether ``t`` can receive this tensor in place."""
-        return t.dtype == self.dtype and tuple(t.shape) == self.shape and t.device.type == self.device
+        return (
+            t.dtype == self.dtype and tuple(t.shape) == self.shape and t.device.type == self.device
+        )
 
     def empty(self) -> torch.Tensor:
         return torch.empty(self.shape, dtype=self.dtype, device=self.local_device())
@@ -165,7 +167,9 @@ def broadcast_tensors(
         else:
             payload = torch.empty(metas[i].nbytes, dtype=torch.uint8, device=t.device)
             staged.append((payload, i))
-        works.append(dist.broadcast(payload, src_global, group=group_for(metas[i].device), async_op=True))
+        works.append(
+            dist.broadcast(payload, src_global, group=group_for(metas[i].device), async_op=True)
+        )
     for w in works:
         w.wait()
     if is_src:

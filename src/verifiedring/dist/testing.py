@@ -1,0 +1,211 @@
+"""Sample payloads and exact comparisons shared by the tests, stress runs and benches.
+
+Every builder is deterministic in its ``seed``, so a receiver builds the
+sender's expected value itself and compares bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .paths import ATTR, DATACLASS, DICT, INDEX, KEY, LEAF, LIST, TUPLE, _kind, format_path
+from .transfer import as_bytes
+
+MIXED_DTYPES = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+    torch.float64,
+    torch.complex64,
+)
+
+
+def _random(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
+    """Random bit patterns of ``dtype`` (NaN payloads and all), on the CPU."""
+    nbytes = dtype.itemsize
+    n = 1
+    for s in shape:
+        n *= s
+    raw = torch.randint(0, 256, (n * nbytes,), dtype=torch.uint8, generator=g)
+    if dtype == torch.bool:
+        raw = raw % 2
+    return raw.view(dtype).reshape(shape)
+
+
+def mixed_tensor_dict(
+    seed: int, n: int = 50, device: str = "cpu", max_numel: int = 64
+) -> dict[str, Any]:
+    """``n`` small tensors of mixed dtypes and shapes plus a few non-tensor values."""
+    g = torch.Generator().manual_seed(seed)
+    out: dict[str, Any] = {"step": seed, "note": f"dict {seed}", "none": None}
+    for i in range(n):
+        dtype = MIXED_DTYPES[i % len(MIXED_DTYPES)]
+        numel = int(torch.randint(1, max_numel, (1,), generator=g))
+        shape = (numel,) if i % 3 else (1, numel)
+        out[f"t{i}"] = _random(shape, dtype, g).to(device)
+    return out
+
+
+def special_tensors(seed: int, device: str = "cpu") -> dict[Any, Any]:
+    """Empty, non-contiguous, 0-d, bool, bfloat16, NaN-payload and large tensors."""
+    g = torch.Generator().manual_seed(seed)
+    nan_bits = torch.tensor([0x7FC00001, 0x7F800123, -0x0000FFFF - 1], dtype=torch.int32)
+    out: dict[Any, Any] = {
+        "empty": torch.empty(0, 3, device=device),
+        "empty_bool": torch.empty(0, dtype=torch.bool, device=device),
+        "noncontig": _random((5, 4), torch.float32, g).to(device).t(),
+        "strided": _random((16,), torch.int64, g).to(device)[::3],
+        "zero_d": torch.tensor(7, dtype=torch.int64, device=device),
+        "zero_d_bf16": torch.tensor(1.5, dtype=torch.bfloat16, device=device),
+        "bool": _random((9,), torch.bool, g).to(device),
+        "bf16": _random((3, 5), torch.bfloat16, g).to(device),
+        "nan_payloads": nan_bits.view(torch.float32).to(device),
+        "large": _random((300_000,), torch.float32, g).to(device),
+        7: "int key",
+    }
+    return out
+
+
+@dataclass
+class Inner:
+    """A dataclass leaf holder for nested samples."""
+
+    ids: list[int]
+    scale: float | None
+    table: dict[Any, Any] = field(default_factory=dict)
+    weight: torch.Tensor | None = None
+
+
+@dataclass
+class Meta:
+    """Nested metadata: int/dotted/tuple keys, defaultdicts, empties, None, shared refs, cycles."""
+
+    by_int: dict[int, Any]
+    dotted: dict[Any, Any]
+    counts: defaultdict[str, list[int]]
+    inners: list[Inner]
+    pair: tuple[Any, ...]
+    empty: dict[str, Any]
+    nothing: Any = None
+    loop: list[Any] = field(default_factory=list)
+
+
+def nested_metadata(seed: int, device: str = "cpu") -> Meta:
+    """A Meta whose leaves and tensors depend on ``seed`` (structure fixed)."""
+    g = torch.Generator().manual_seed(seed)
+    shared = Inner(
+        [seed, seed + 1], 0.5 * seed, {"k": seed}, _random((4,), torch.float32, g).to(device)
+    )
+    counts: defaultdict[str, list[int]] = defaultdict(list)
+    counts["a"].append(seed)
+    m = Meta(
+        by_int={128: seed, 3: _random((2, 3), torch.bfloat16, g).to(device), -1: None},
+        dotted={"a.b": seed * 2, "a.b.c": {"x.y": [seed]}, (1, "t"): "tuple key"},
+        counts=counts,
+        inners=[shared, shared, Inner([], None)],
+        pair=(_random((3,), torch.int32, g).to(device), seed, "s"),
+        empty={},
+        nothing=None,
+    )
+    m.loop = [m.inners, seed]
+    m.loop.append(m.loop)  # a cycle
+    return m
+
+
+def blank_like(obj: Any) -> Any:
+    """A receiver-side object of ``obj``'s structure: tensors zeroed, leaves scrambled."""
+    memo: dict[int, Any] = {}
+
+    def go(x: Any) -> Any:
+        if id(x) in memo:
+            return memo[id(x)]
+        if isinstance(x, torch.Tensor):
+            memo[id(x)] = out = torch.zeros_like(x)
+            return out
+        kind = _kind(x)
+        if kind == DICT:
+            d = type(x)(x.default_factory) if isinstance(x, defaultdict) else type(x)()
+            memo[id(x)] = d
+            for k, v in x.items():
+                d[k] = go(v)
+            return d
+        if kind == LIST:
+            lst = type(x)()
+            memo[id(x)] = lst
+            lst.extend(go(v) for v in x)
+            return lst
+        if kind == TUPLE:
+            items = [go(v) for v in x]
+            return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+        if kind == DATACLASS:
+            o = object.__new__(type(x))
+            memo[id(x)] = o
+            for f in dataclasses.fields(x):
+                object.__setattr__(o, f.name, go(getattr(x, f.name)))
+            return o
+        return "scrambled" if x is not None else 0
+
+    return go(obj)
+
+
+def assert_bits_equal(a: torch.Tensor, b: torch.Tensor, what: str = "tensor") -> None:
+    """Same dtype, shape and bit pattern (NaN payloads included); device may differ."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        raise AssertionError(
+            f"{what}: {b.dtype}{tuple(b.shape)} != expected {a.dtype}{tuple(a.shape)}"
+        )
+    if not torch.equal(as_bytes(a).cpu(), as_bytes(b).cpu()):
+        raise AssertionError(f"{what}: bit patterns differ")
+
+
+def assert_mirrors(expected: Any, got: Any) -> None:
+    """``got`` equals ``expected`` exactly: types (keys too), order, tensor bits,
+    and aliasing -- a one-to-one match of shared containers and tensors."""
+    pairs: dict[int, int] = {}
+    back: dict[int, int] = {}
+    keep: list[Any] = []
+
+    def go(e: Any, g: Any, path: list[Any]) -> None:
+        where = format_path(path)
+        if type(e) is not type(g):
+            raise AssertionError(f"{where}: type {type(g).__name__} != {type(e).__name__}")
+        if isinstance(e, torch.Tensor) or _kind(e) != LEAF:  # not a leaf: check aliasing
+            if id(e) in pairs or id(g) in back:
+                if pairs.get(id(e)) != id(g) or back.get(id(g)) != id(e):
+                    raise AssertionError(f"{where}: aliasing differs from the sender's")
+                return
+            pairs[id(e)], back[id(g)] = id(g), id(e)
+            keep.extend((e, g))
+        if isinstance(e, torch.Tensor):
+            assert_bits_equal(e, g, where)
+            return
+        kind = _kind(e)
+        if kind == DICT:
+            if list(e) != list(g) or [type(k) for k in e] != [type(k) for k in g]:
+                raise AssertionError(f"{where}: keys {list(g)!r} != {list(e)!r}")
+            if isinstance(e, defaultdict) and e.default_factory is not g.default_factory:
+                raise AssertionError(f"{where}: default_factory differs")
+            for k in e:
+                go(e[k], g[k], [*path, (KEY, k)])
+        elif kind in (LIST, TUPLE):
+            if len(e) != len(g):
+                raise AssertionError(f"{where}: length {len(g)} != {len(e)}")
+            for i, (ei, gi) in enumerate(zip(e, g, strict=True)):
+                go(ei, gi, [*path, (INDEX, i)])
+        elif kind == DATACLASS:
+            for f in dataclasses.fields(e):
+                go(getattr(e, f.name), getattr(g, f.name), [*path, (ATTR, f.name)])
+        elif e != g:
+            raise AssertionError(f"{where}: {g!r} != {e!r}")
+
+    go(expected, got, [])
