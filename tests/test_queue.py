@@ -1,0 +1,432 @@
+"""MessageQueue: API, channels, ordering, lifecycle and misuse (exact delivery)."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from verifiedring import (
+    BrokenPeerError,
+    ClosedError,
+    Handle,
+    MessageQueue,
+    MisuseError,
+    RingTimeoutError,
+)
+from verifiedring.shm import SHM_DIR
+
+T = 10.0  # generous bound for any single wait in these tests
+LOOPBACK = "127.0.0.1"
+
+
+def segment_exists(name: str) -> bool:
+    return os.path.exists(os.path.join(SHM_DIR, name))
+
+
+class Group:
+    """A writer and its readers, all in this process, ready to use."""
+
+    def __init__(
+        self, n_local: int, n_remote: int, local_ranks: list[int] | None = None, **kw: Any
+    ) -> None:
+        local_ranks = local_ranks if local_ranks is not None else list(range(1, n_local + 1))
+        kw.setdefault("max_chunk_bytes", 4096)
+        kw.setdefault("max_chunks", 4)
+        self.writer = MessageQueue(
+            n_local + n_remote, n_local, local_ranks,
+            connect_ip=LOOPBACK if n_remote else None, **kw,
+        )
+        self.handle = self.writer.export_handle()
+        remote_ranks = [100 + i for i in range(n_remote)]
+        self.readers = [MessageQueue.create_from_handle(self.handle, r) for r in local_ranks]
+        self.readers += [MessageQueue.create_from_handle(self.handle, r) for r in remote_ranks]
+        self.writer.wait_until_ready(T)
+        for r in self.readers:
+            r.wait_until_ready(T)
+
+    def close(self) -> None:
+        for q in [self.writer, *self.readers]:
+            q.close()
+
+
+@pytest.fixture
+def group() -> Iterator[Callable[..., Group]]:
+    made: list[Group] = []
+
+    def make(n_local: int = 1, n_remote: int = 0, **kw: Any) -> Group:
+        g = Group(n_local, n_remote, **kw)
+        made.append(g)
+        return g
+
+    yield make
+    for g in made:
+        g.close()
+
+
+def sample_objects(n: int, seed: int = 0) -> list[Any]:
+    """Mixed inline and overflow objects for a 4 KiB chunk."""
+    rng = np.random.default_rng(seed)
+    out: list[Any] = []
+    for i in range(n):
+        k = i % 6
+        if k == 0:
+            out.append({"i": i, "s": "x" * int(rng.integers(0, 200))})
+        elif k == 1:
+            out.append(bytes(rng.integers(0, 256, int(rng.integers(5000, 100_000)), np.uint8)))
+        elif k == 2:
+            out.append(rng.standard_normal(int(rng.integers(1, 40_000))))
+        elif k == 3:
+            out.append(bytearray(b"%d" % i) * int(rng.integers(1, 3000)))
+        elif k == 4:
+            out.append((i, [rng.standard_normal(10), b"small"], None))
+        else:
+            out.append(("tail", i))
+    return out
+
+
+def same(a: Any, b: Any) -> bool:
+    return pickle.dumps(a, protocol=5) == pickle.dumps(b, protocol=5)
+
+
+# --- across processes ------------------------------------------------------------
+
+
+def _reader_proc(handle: Handle, rank: int, n: int, out: Any) -> None:
+    try:
+        with MessageQueue.create_from_handle(handle, rank) as q:
+            q.wait_until_ready(T * 3)
+            got = [q.dequeue(T * 3) for _ in range(n)]
+            try:
+                q.dequeue(T * 3)
+                tail = "no ClosedError"
+            except ClosedError:
+                tail = "closed"
+            out.put((rank, [pickle.dumps(o, protocol=5) for o in got], tail, None))
+    except BaseException as exc:  # report, never hang the parent
+        out.put((rank, [], "", repr(exc)))
+
+
+def test_processes_local_and_remote_exact_delivery_then_shutdown() -> None:
+    ctx = mp.get_context("spawn")
+    objs = sample_objects(120)
+    with MessageQueue(3, 2, [3, 5], max_chunk_bytes=4096, max_chunks=3, connect_ip=LOOPBACK) as w:
+        handle = w.export_handle()
+        out = ctx.Queue()
+        procs = [
+            ctx.Process(target=_reader_proc, args=(handle, r, len(objs), out)) for r in (3, 5, 7)
+        ]
+        for p in procs:
+            p.start()
+        try:
+            w.wait_until_ready(T * 6)
+            for o in objs:
+                w.enqueue(o, timeout=T * 3)
+            w.close()  # shutdown: readers get ClosedError after the last object
+            results = {}
+            for _ in procs:
+                rank, got, tail, err = out.get(timeout=T * 6)
+                results[rank] = (got, tail, err)
+        finally:
+            for p in procs:
+                p.join(T)
+                if p.is_alive():
+                    p.kill()
+    expected = [pickle.dumps(o, protocol=5) for o in objs]
+    for rank in (3, 5, 7):
+        got, tail, err = results[rank]
+        assert err is None, f"rank {rank}: {err}"
+        assert got == expected, f"rank {rank}: content/order/count differ"
+        assert tail == "closed"
+
+
+# --- one process ------------------------------------------------------------------
+
+
+def test_inline_overflow_ordering_local_and_remote(group: Callable[..., Group]) -> None:
+    g = group(2, 1)
+    objs = sample_objects(60, seed=1)
+    got: list[list[Any]] = [[] for _ in g.readers]
+    for o in objs:  # interleave so a 4-chunk ring never fills
+        g.writer.enqueue(o, timeout=T)
+        for i, r in enumerate(g.readers):
+            got[i].append(r.dequeue(T))
+    for per_reader in got:
+        assert len(per_reader) == len(objs)
+        assert all(same(a, b) for a, b in zip(per_reader, objs, strict=True))
+
+
+def test_numpy_arrives_writable_and_equal(group: Callable[..., Group]) -> None:
+    g = group(1, 1)
+    big = np.arange(100_000, dtype=np.float32)  # overflow, out of band
+    small = np.arange(10, dtype=np.int16)  # inline
+    for a in (big, small):
+        g.writer.enqueue(a, timeout=T)
+        for r in g.readers:
+            b = r.dequeue(T)
+            assert b.dtype == a.dtype and np.array_equal(a, b)
+            assert b.flags.writeable
+            b[0] = 7  # must not touch the sender's array
+    assert big[0] == 0
+
+
+def test_mutating_a_buffer_after_enqueue_does_not_change_what_readers_get(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1, 1)
+    a = np.zeros(200_000, dtype=np.uint8)
+    g.writer.enqueue(a, timeout=T)
+    a[:] = 1
+    for r in g.readers:
+        assert not r.dequeue(T).any()
+
+
+def test_broadcast_object_and_context_manager(group: Callable[..., Group]) -> None:
+    g = group(1, 0)
+    assert g.writer.broadcast_object({"x": 1}) == {"x": 1}
+    assert g.readers[0].broadcast_object() == {"x": 1}
+    assert g.writer.is_writer and g.readers[0].is_local_reader
+
+
+def test_timeout_zero_polls_once(group: Callable[..., Group]) -> None:
+    g = group(1, 1)
+    for r in g.readers:
+        with pytest.raises(RingTimeoutError, match="seq 0"):
+            r.dequeue(timeout=0)
+    g.writer.enqueue("a", timeout=0)
+    assert g.readers[0].dequeue(timeout=0) == "a"  # inline: in the ring already
+    assert g.readers[1].dequeue(timeout=T) == "a"
+
+
+class _HeldSocket:
+    """Wraps the writer's local socket and holds overflow frames until released."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.held: list[Any] = []
+
+    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
+        self.held.append(parts)
+
+    def release(self) -> None:
+        for parts in self.held:
+            self.sock.send_multipart(parts)
+        self.held.clear()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def test_timeout_while_overflow_frame_pending_retry_returns_same_object(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1, 0, max_chunks=2)
+    w, r = g.writer, g.readers[0]
+    held = _HeldSocket(w._local_sock)
+    w._local_sock = held  # type: ignore[assignment]
+    big = b"B" * 50_000
+    w.enqueue(big, timeout=T)
+    w.enqueue("after", timeout=T)
+    with pytest.raises(RingTimeoutError, match="overflow frame seq 0"):
+        r.dequeue(timeout=0.05)
+    # The slot was released: the writer can refill both chunks meanwhile.
+    w.enqueue("third", timeout=T)
+    with pytest.raises(RingTimeoutError, match="overflow frame seq 0"):
+        r.dequeue(timeout=0)
+    held.release()
+    w._local_sock = held.sock
+    assert r.dequeue(T) == big
+    assert r.dequeue(T) == "after"
+    assert r.dequeue(T) == "third"
+
+
+def test_remote_reader_lagging_by_thousands_loses_nothing(group: Callable[..., Group]) -> None:
+    g = group(0, 1, remote_window=256)
+    w, r = g.writer, g.readers[0]
+    n = 5000
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            for i in range(n):
+                w.enqueue((i, b"p" * (i % 64)), timeout=T * 3)
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    time.sleep(0.3)  # the reader lags: the writer runs into the window and waits
+    got = [r.dequeue(T * 3) for _ in range(n)]
+    t.join(T * 3)
+    assert not errors
+    assert got == [(i, b"p" * (i % 64)) for i in range(n)]
+
+
+def test_remote_window_timeout_names_slow_reader(group: Callable[..., Group]) -> None:
+    g = group(0, 2, remote_window=8)
+    w = g.writer
+    for i in range(8):
+        w.enqueue(i, timeout=T)
+    for _ in range(8):
+        g.readers[0].dequeue(T)  # rank 100 keeps up, rank 101 does not
+    with pytest.raises(RingTimeoutError, match=r"remote readers \{101: 0\}"):
+        w.enqueue(8, timeout=0.2)
+    assert [g.readers[1].dequeue(T) for _ in range(8)] == list(range(8))
+    w.enqueue(8, timeout=T)  # usable again
+    assert [r.dequeue(T) for r in g.readers] == [8, 8]
+
+
+def test_ring_stall_names_unread_local_ranks(group: Callable[..., Group]) -> None:
+    g = group(2, 0, local_ranks=[4, 9], max_chunks=2)
+    w, r4, r9 = g.writer, *g.readers
+    w.enqueue(0, timeout=T)
+    w.enqueue(1, timeout=T)
+    assert r4.dequeue(T) == 0
+    with pytest.raises(RingTimeoutError, match=r"local reader ranks \[9\]"):
+        w.enqueue(2, timeout=0.05)
+    assert r9.dequeue(T) == 0
+    w.enqueue(2, timeout=T)
+    assert [r4.dequeue(T), r4.dequeue(T), r9.dequeue(T), r9.dequeue(T)] == [1, 2, 1, 2]
+
+
+@pytest.mark.parametrize("n_local,n_remote", [(1, 0), (0, 1)])
+def test_shutdown_unblocks_blocked_readers(
+    group: Callable[..., Group], n_local: int, n_remote: int
+) -> None:
+    g = group(n_local, n_remote)
+    r = g.readers[0]
+    g.writer.enqueue("last", timeout=T)
+    outcome: list[Any] = []
+
+    def blocked() -> None:
+        outcome.append(r.dequeue())  # "last"
+        try:
+            r.dequeue()  # no timeout: only shutdown can end this
+        except ClosedError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    time.sleep(0.3)
+    g.writer.close()
+    t.join(T)
+    assert not t.is_alive()
+    assert outcome[0] == "last" and isinstance(outcome[1], ClosedError)
+    with pytest.raises(ClosedError):
+        r.dequeue(timeout=0)
+
+
+def test_close_idempotent_and_only_creator_unlinks() -> None:
+    g = Group(1, 0)
+    name = g.handle.buffer_handle.name  # type: ignore[union-attr]
+    ipc_dir = os.path.dirname(g.handle.local_subscribe_addr[len("ipc://") :])  # type: ignore[index]
+    g.readers[0].close()
+    g.readers[0].close()
+    assert segment_exists(name)
+    g.writer.close()
+    g.writer.close()
+    assert not segment_exists(name)
+    assert not os.path.exists(ipc_dir)
+    with pytest.raises(ClosedError):
+        g.writer.enqueue(1)
+    with pytest.raises(ClosedError):
+        g.readers[0].dequeue(0)
+
+
+def test_unclosed_queue_warns(recwarn: pytest.WarningsRecorder) -> None:
+    q = MessageQueue(1, 1)
+    q.__del__()
+    assert any(issubclass(w.category, ResourceWarning) for w in recwarn.list)
+    q.close()
+
+
+# --- misuse: a clear error, and the queue stays usable ------------------------------
+
+
+def roundtrip(g: Group, obj: Any = "ok") -> None:
+    g.writer.enqueue(obj, timeout=T)
+    for r in g.readers:
+        assert same(r.dequeue(T), obj)
+
+
+def test_role_misuse(group: Callable[..., Group]) -> None:
+    g = group(1, 1)
+    with pytest.raises(MisuseError, match="dequeue"):
+        g.writer.dequeue(0)
+    for r in g.readers:
+        with pytest.raises(MisuseError, match="enqueue"):
+            r.enqueue(1)
+        with pytest.raises(MisuseError):
+            r.export_handle()
+    roundtrip(g)
+
+
+@pytest.mark.parametrize(
+    "bad", [lambda: 1, threading.Lock(), (1, [2, {"k": threading.Lock()}])], ids=repr
+)
+def test_unpicklable_fails_before_claiming_a_slot(group: Callable[..., Group], bad: Any) -> None:
+    g = group(1, 1, max_chunks=2)
+    with pytest.raises(MisuseError, match=type(bad).__qualname__):
+        g.writer.enqueue(bad, timeout=0)
+    roundtrip(g, [1, 2])
+    roundtrip(g, b"o" * 20_000)
+    roundtrip(g)  # a 2-chunk ring cycled: no slot was leaked
+
+
+def test_enqueue_before_ready_is_misuse() -> None:
+    with MessageQueue(1, 1) as w, pytest.raises(MisuseError, match="wait_until_ready"):
+        w.enqueue(1)
+
+
+def test_bad_construction_arguments() -> None:
+    with pytest.raises(MisuseError, match="n_local_reader"):
+        MessageQueue(1, 2)
+    with pytest.raises(MisuseError, match="distinct"):
+        MessageQueue(2, 2, [1, 1])
+    with pytest.raises(MisuseError, match="connect_ip"):
+        MessageQueue(2, 1)
+    with pytest.raises(MisuseError, match="every interface"):
+        MessageQueue(2, 1, connect_ip="0.0.0.0")
+
+
+def test_negative_timeout_is_misuse(group: Callable[..., Group]) -> None:
+    g = group(1, 0)
+    with pytest.raises(MisuseError, match="timeout"):
+        g.readers[0].dequeue(-1)
+    with pytest.raises(MisuseError, match="timeout"):
+        g.writer.enqueue(1, timeout=-1)
+    roundtrip(g)
+
+
+def test_wrong_handles(group: Callable[..., Group]) -> None:
+    g = group(1, 0)
+    h = g.handle
+    with pytest.raises(MisuseError, match="not in local_reader_ranks"):
+        MessageQueue.create_from_handle(h, 42)
+    bh = h.buffer_handle
+    assert bh is not None
+    bad_geometry = dataclasses.replace(h, buffer_handle=dataclasses.replace(bh, max_chunks=2))
+    with pytest.raises(BrokenPeerError, match="geometry"):
+        MessageQueue.create_from_handle(bad_geometry, 1)
+    with pytest.raises(MisuseError, match="Handle"):
+        MessageQueue.create_from_handle(object(), 1)  # type: ignore[arg-type]
+    roundtrip(g)
+    g.writer.close()
+    with pytest.raises(BrokenPeerError, match="does not exist"):
+        MessageQueue.create_from_handle(h, 1)
+
+
+def test_wait_until_ready_times_out_naming_missing_readers() -> None:
+    with MessageQueue(3, 2, [1, 2], connect_ip=LOOPBACK) as w:
+        h = w.export_handle()
+        missing = r"local ranks \[2\] missing.*1 of 1 remote"
+        with MessageQueue.create_from_handle(h, 1), pytest.raises(RingTimeoutError, match=missing):
+            w.wait_until_ready(timeout=0.3)
