@@ -404,12 +404,14 @@ class MessageQueue:
         else:
             sock = self._local_sock if self._reader is not None else self._remote_sock
             assert sock is not None
-            frames = self._recv(sock, deadline, "READY from the writer")
-            header = self._open_frame(frames, remote=self._reader is None)
-            if header is None or header[0] != READY:
+            header = None
+            while header is None:  # unauthenticated frames are dropped (and counted)
+                frames = self._recv(sock, deadline, "READY from the writer")
+                header = self._open_frame(frames, remote=self._reader is None)
+            if header[0] != READY:
                 raise BrokenPeerError(
                     f"{self._who()}: expected READY as the first message, got "
-                    f"{'an unauthenticated frame' if header is None else KIND_NAMES.get(header[0])}"
+                    f"{KIND_NAMES.get(header[0], header[0])} seq {header[1]}"
                 )
         self._ready = self._ok = True
 
