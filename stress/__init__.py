@@ -1,0 +1,49 @@
+"""Multiprocess soak harness: ``python -m stress <kind> [options]``.
+
+Each kind is a module ``stress.<kind>`` exposing::
+
+    add_arguments(parser: argparse.ArgumentParser) -> None   # its own options
+    main(args: argparse.Namespace) -> int                    # 0 on success
+
+:mod:`stress.__main__` discovers the kinds (every public module of this
+package with both functions), adds the options every kind shares
+(:func:`add_common_arguments`) and dispatches. A new kind is a new module;
+nothing here needs editing. Importing a kind module must stay cheap (no
+torch, no CUDA): import heavy dependencies inside ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+from types import ModuleType
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options every kind accepts."""
+    parser.add_argument("--seed", type=int, default=0, help="seed for sizes, contents, delays")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="keep sending for S seconds (a soak); without it the run is bounded by a count",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON summary line on stdout at the end"
+    )
+
+
+def discover_kinds() -> dict[str, ModuleType]:
+    """The kinds: public modules of this package with ``add_arguments`` and ``main``."""
+    kinds = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if callable(getattr(module, "add_arguments", None)) and callable(
+            getattr(module, "main", None)
+        ):
+            kinds[info.name] = module
+    return kinds
