@@ -24,7 +24,10 @@ Rules of the refill (the sender's object is authoritative)
       its fields (as pickle does: ``__init__`` is not called). Dicts end with the
       sender's keys in the sender's order (extra keys are removed); lists end with
       the sender's length.
-    * Where the receiver has a container or tensor of another kind or class, the
+    * Where the receiver has a dict or list of another class (``dict`` where the
+      sender has a ``defaultdict``), a new one of the sender's class replaces it.
+      Where it has a container or tensor of another kind (a list for a dict, a
+      dataclass of another class, a tensor for a container or the reverse), the
       structures disagree: :class:`~verifiedring.errors.MisuseError` naming the path.
     * A tensor is received in place when the receiver's tensor at the path has the
       sender's dtype, shape and device type; otherwise (a different tensor, a
@@ -219,14 +222,16 @@ class _Applier:
     def fail(self, what: str) -> MisuseError:
         return MisuseError(f"path refill at {format_path(self.path)}: {what}")
 
-    def reuse(self, cur: Any, cls: type, what: str) -> Any:
+    def reuse(self, cur: Any, cls: type, kind: int, what: str) -> Any:
         """The receiver's container to fill in place, or None to make a new one."""
         if type(cur) is cls:
             if id(cur) in self.claimed:
                 return None  # reached twice here, distinct on the sender: split
             self.claimed.add(id(cur))
             return cur
-        if _is_structural(cur):
+        if _is_structural(cur) and (
+            kind == DATACLASS or isinstance(cur, torch.Tensor) or _kind(cur) != kind
+        ):
             raise self.fail(
                 f"the sender has {what} {cls.__qualname__}, the receiver a {type(cur).__qualname__}"
             )
@@ -270,7 +275,7 @@ class _Applier:
 
     def fill_dict(self, i: int, rec: tuple[Any, ...], cur: Any) -> dict[Any, Any]:
         _, cls, factory, keys = rec
-        d = self.reuse(cur, cls, "a dict")
+        d = self.reuse(cur, cls, DICT, "a dict")
         if d is None:
             self.keep.append(cur)
             d = cls(factory) if factory is not None else cls()
@@ -295,7 +300,7 @@ class _Applier:
 
     def fill_list(self, i: int, rec: tuple[Any, ...], cur: Any) -> list[Any]:
         _, cls, n = rec
-        lst = self.reuse(cur, cls, "a list")
+        lst = self.reuse(cur, cls, LIST, "a list")
         if lst is None:
             self.keep.append(cur)
             lst = cls()
@@ -347,7 +352,7 @@ class _Applier:
 
     def fill_dataclass(self, i: int, rec: tuple[Any, ...], cur: Any) -> Any:
         _, cls, names = rec
-        o = self.reuse(cur, cls, "a dataclass")
+        o = self.reuse(cur, cls, DATACLASS, "a dataclass")
         if o is None:
             self.keep.append(cur)
             o = cls.__new__(cls)

@@ -1,0 +1,62 @@
+"""verifiedring.dist pieces that need no process group."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from verifiedring.dist.group import (  # noqa: E402
+    CONNECT_IP_ENV,
+    HOST_ID_ENV,
+    host_identity,
+    writer_connect_ip,
+)
+from verifiedring.dist.transfer import TensorMeta, TransferOptions, plan_buckets  # noqa: E402
+
+
+def test_importing_verifiedring_and_dist_does_not_import_torch() -> None:
+    code = (
+        "import sys, verifiedring, verifiedring.dist\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_host_identity_and_connect_ip_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(HOST_ID_ENV, raising=False)
+    assert host_identity() == host_identity() != ""
+    monkeypatch.setenv(HOST_ID_ENV, "node-7")
+    assert host_identity() == "node-7"
+    monkeypatch.setenv(CONNECT_IP_ENV, "10.1.2.3")
+    assert writer_connect_ip() == "10.1.2.3"
+    monkeypatch.delenv(CONNECT_IP_ENV)
+    monkeypatch.delenv("VLLM_HOST_IP", raising=False)
+    assert writer_connect_ip().count(".") == 3
+
+
+def meta(n: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> TensorMeta:
+    return TensorMeta(dtype, (n,), device)
+
+
+def test_buckets_one_per_device_type_aligned_large_alone_empty_skipped() -> None:
+    metas = [meta(3), meta(5, torch.bfloat16), meta(0), meta(10_000), meta(2, device="cuda"),
+             meta(1, torch.bool)]
+    buckets, singles = plan_buckets(metas, TransferOptions(large_bytes=4096))
+    assert singles == [3]
+    assert [b.device for b in buckets] == ["cpu", "cuda"]
+    cpu = buckets[0]
+    assert [s[0] for s in cpu.slots] == [0, 1, 5]
+    assert all(off % 16 == 0 for _, off, _ in cpu.slots)
+    assert [n for _, _, n in cpu.slots] == [12, 10, 1]
+    assert plan_buckets(metas, TransferOptions(coalesce=False)) == ([], [0, 1, 3, 4, 5])
+
+
+def test_tensor_meta_matches_and_allocates() -> None:
+    t = torch.zeros(2, 3, dtype=torch.bfloat16)
+    m = TensorMeta.of(t)
+    assert m.matches(t) and not m.matches(t.float()) and m.nbytes == 12
+    assert m.empty().shape == (2, 3) and TensorMeta.of(torch.tensor(1.0)).numel == 1
