@@ -62,7 +62,8 @@ def rank_body(rank: int, world: int, cfg: dict[str, Any]) -> dict[str, int]:
             done = (cfg["steps"] is not None and step >= cfg["steps"]) or (
                 deadline is not None and time.monotonic() >= deadline
             )
-            order = None if done else (rng.choice(OPS), rng.randrange(1 << 30), rng.randrange(world))
+            if not done:
+                order = (rng.choice(OPS), rng.randrange(1 << 30), rng.randrange(world))
         order = b.broadcast_object(order, src=b.queue_src)
         if order is None:
             break

@@ -122,7 +122,8 @@ def exercise_workers(b: GroupBroadcaster, calls: int, failing_rank: int) -> tupl
                 try:
                     wg.run_workers("fail_on", rank=failing_rank)
                 except BrokenPeerError as e:
-                    if f"worker rank {failing_rank} raised" not in str(e) or "planned" not in str(e):
+                    text = str(e)
+                    if f"worker rank {failing_rank} raised" not in text or "planned" not in text:
                         raise AssertionError(f"unexpected report: {e}") from e
                 else:
                     raise AssertionError("the worker's exception was not reported")

@@ -8,7 +8,7 @@ shared references) and checks they round-trip exactly, by walk and by plan.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -99,7 +99,11 @@ def test_receiver_aliasing_split_where_sender_has_distinct_objects() -> None:
 def test_tensors_in_place_or_reallocated() -> None:
     keep = torch.zeros(2, 3)
     swap = torch.zeros(4)
-    sender = {"keep": torch.ones(2, 3), "swap": torch.ones(5, dtype=torch.int8), "new": torch.ones(1)}
+    sender = {
+        "keep": torch.ones(2, 3),
+        "swap": torch.ones(5, dtype=torch.int8),
+        "new": torch.ones(1),
+    }
     got = refill(sender, {"keep": keep, "swap": swap})
     assert got["keep"] is keep and bool((keep == 1).all())
     assert got["swap"] is not swap and got["swap"].dtype == torch.int8
