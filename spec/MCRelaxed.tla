@@ -1,0 +1,15 @@
+----------------------------- MODULE MCRelaxed -----------------------------
+(* Bounded harness for RingBufferRelaxed: the fence sets used by the       *)
+(* MCRelaxed_*.cfg configurations.                                          *)
+EXTENDS RingBufferRelaxed
+
+FencesAll        == AllFences
+FencesNone       == {}
+FencesNoFW1      == AllFences \ {"FW1"}
+FencesNoFW2      == AllFences \ {"FW2"}
+FencesNoFW3      == AllFences \ {"FW3"}
+FencesNoFW4      == AllFences \ {"FW4"}
+FencesNoFR1      == AllFences \ {"FR1"}
+FencesNoFR2      == AllFences \ {"FR2"}
+FencesNoFW2FW3   == AllFences \ {"FW2", "FW3"}
+=============================================================================

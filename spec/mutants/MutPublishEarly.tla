@@ -1,0 +1,38 @@
+--------------------------- MODULE MutPublishEarly ---------------------------
+(* Mutant (a): WriterPublish's store written = 1 happens BEFORE the read   *)
+(* flags are cleared (the clears and the index advance come after it).     *)
+(* Expected: a reader reads in the window, acks (flag = 1), the late clear *)
+(* erases the ack, and it reads the same message again: a duplicate.       *)
+EXTENDS MC
+
+MutFillPayload ==       \* as WriterFillPayload, but publish comes next
+    /\ wpc = "fill"
+    /\ payload' = [payload EXCEPT ![windex] = sent + 1]
+    /\ wpc' = "publish"
+    /\ UNCHANGED <<written, readFlag, windex, toClear, sent, aborts, rvars>>
+
+MutPublish ==           \* written = 1 and the message is sent; no advance yet
+    /\ wpc = "publish"
+    /\ written' = [written EXCEPT ![windex] = 1]
+    /\ sent' = sent + 1
+    /\ toClear' = Slots
+    /\ wpc' = "flags"
+    /\ UNCHANGED <<readFlag, payload, windex, aborts, rvars>>
+
+MutClearReadFlag ==     \* the last clear advances the index
+    /\ wpc = "flags"
+    /\ \E i \in toClear :
+         /\ readFlag' = [readFlag EXCEPT ![windex][i] = 0]
+         /\ toClear' = toClear \ {i}
+    /\ IF toClear' = {}
+         THEN /\ windex' = Succ(windex)
+              /\ wpc' = IF sent = MaxMsgs THEN "done" ELSE "poll"
+         ELSE UNCHANGED <<windex, wpc>>
+    /\ UNCHANGED <<written, payload, sent, aborts, rvars>>
+
+MutWriter == \/ WriterPoll \/ WriterClearWritten \/ MutFillPayload
+             \/ WriterAbort \/ MutClearReadFlag \/ MutPublish
+MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
+MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)
+           /\ \A r \in Readers : WF_vars(Reader(r))
+=============================================================================
