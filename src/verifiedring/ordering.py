@@ -31,6 +31,9 @@ from __future__ import annotations
 import threading
 
 _fence_lock = threading.Lock()
+# Bound once: the hot path pays two C calls, not two attribute lookups as well.
+_acquire = _fence_lock.acquire
+_release = _fence_lock.release
 
 
 def fence() -> None:
@@ -38,5 +41,5 @@ def fence() -> None:
 
     Call sites name which of FW1..FW4 / FR1..FR2 they enforce.
     """
-    _fence_lock.acquire()
-    _fence_lock.release()
+    _acquire()
+    _release()

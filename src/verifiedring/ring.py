@@ -223,10 +223,11 @@ class _Cursor:
         self.index = 0  # the next chunk this side will use; private to this side
         self._timeout: float | None = None
         self._holding = False
+        self._closed = False  # set when the ring closes (it detaches every cursor)
         self._claim_key: tuple[str, int | None] = (ring.name, None)
 
     def _check_usable(self) -> None:
-        if self._ring.closed:
+        if self._closed:
             raise ClosedError(f"{self.actor} of ring {self._name!r}: the ring is closed")
         if self._holding:
             raise MisuseError(
@@ -239,6 +240,7 @@ class _Cursor:
         return f"written={flags[0]}, read flags={list(flags[1:])}"
 
     def _detach(self) -> None:
+        self._closed = True
         _claimed_roles.discard(self._claim_key)
 
 
