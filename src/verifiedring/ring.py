@@ -273,7 +273,8 @@ class WriterCursor(_Cursor):
         if obs is not None:
             obs.before_step(WRITER_ACTOR, WRITER_POLL, i, None)
         free = self._flags[i][0] == 0 or self._read_flags[i] == self._all_read
-        fence()  # FW1: these flag loads before any store of this write
+        if free:
+            fence()  # FW1: the loads that saw the chunk free before any store of this write
         if obs is not None:
             obs.after_step(WRITER_ACTOR, WRITER_POLL, i, None)
         return free
@@ -388,7 +389,8 @@ class ReaderCursor(_Cursor):
             obs.before_step(self.actor, READER_POLL, i, None)
         flags = self._flags[i]
         ready = flags[0] == 1 and flags[self._own] == 0
-        fence()  # FR1: these flag loads before the payload loads
+        if ready:
+            fence()  # FR1: the loads that saw the chunk ready before the payload loads
         if obs is not None:
             obs.after_step(self.actor, READER_POLL, i, None)
         return ready
