@@ -10,17 +10,25 @@ model ``spec/MCRelaxed*`` checks that these and no fewer suffice)::
     FR1  reader: flag loads of ReaderPoll      -> payload loads
     FR2  reader: payload loads                 -> ReaderRelease's store
 
-CPython offers no atomics, and its interpreter may be compiled for a weakly
-ordered CPU (ARM, POWER) where plain stores become visible out of order and
-loads may be satisfied early. x86-TSO keeps every ordering above except a
-store followed by a load (none of the six), but ARM keeps none of them. So
-each is enforced by :func:`fence`: an uncontended ``threading.Lock``
-acquire/release. Both halves are atomic read-modify-write operations with
-acquire and release semantics in every libc CPython supports (glibc's
-``sem_trywait``/``sem_post`` or ``pthread_mutex``), and both are opaque calls,
-so neither the C compiler nor the CPU moves a flag or payload access of this
-thread across the pair. Cost: about 50-80 ns, paid a fixed number of times per
-message, never per byte.
+CPython offers no atomics, and its interpreter may run on a weakly ordered
+CPU (ARM, POWER) where plain stores become visible out of order and loads
+may be satisfied early. x86-TSO keeps every ordering above except a store
+followed by a load (none of the six), but ARM keeps none of them. So each is
+enforced by :func:`fence`:
+
+* preferred: ``verifiedring._fence.fence``, a C call of
+  ``atomic_thread_fence(memory_order_seq_cst)`` -- a full barrier by the C11
+  standard on every platform (about 40 ns with the call);
+* fallback, when the extension could not be built: an uncontended
+  ``threading.Lock`` acquire/release. Both halves are atomic read-modify-write
+  operations (acquire, then release) in every libc CPython supports; on x86
+  each is a locked instruction, hence a full barrier; on ARMv8 they are
+  load-acquire/store-release exclusives, which order the accesses this
+  protocol needs in practice but are weaker than a seq_cst fence in the C11
+  model. ``FENCE_KIND`` says which one is in use.
+
+Either is an opaque call, so the C compiler cannot move the interpreter's
+memoryview loads and stores across it.
 
 Single-byte loads and stores through a ``memoryview`` are single machine
 instructions on every supported platform, so a flag never tears.
@@ -30,16 +38,21 @@ from __future__ import annotations
 
 import threading
 
-_fence_lock = threading.Lock()
-# Bound once: the hot path pays two C calls, not two attribute lookups as well.
-_acquire = _fence_lock.acquire
-_release = _fence_lock.release
+try:
+    from ._fence import fence as fence
 
+    FENCE_KIND = "c11-seq-cst"
+except ImportError:  # built without a C compiler
+    _fence_lock = threading.Lock()
+    # Bound once: the hot path pays two C calls, not two attribute lookups as well.
+    _acquire = _fence_lock.acquire
+    _release = _fence_lock.release
+    FENCE_KIND = "lock"
 
-def fence() -> None:
-    """Full fence: no load or store of this thread crosses this call.
+    def fence() -> None:
+        """Full fence: no load or store of this thread crosses this call.
 
-    Call sites name which of FW1..FW4 / FR1..FR2 they enforce.
-    """
-    _acquire()
-    _release()
+        Call sites name which of FW1..FW4 / FR1..FR2 they enforce.
+        """
+        _acquire()
+        _release()
