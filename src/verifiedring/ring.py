@@ -226,7 +226,8 @@ class _Cursor:
         self._closed = False  # set when the ring closes (it detaches every cursor)
         self._claim_key: tuple[str, int | None] = (ring.name, None)
 
-    def _check_usable(self) -> None:
+    def _refuse(self) -> None:
+        """Raise the error that explains why this cursor cannot acquire now."""
         if self._closed:
             raise ClosedError(f"{self.actor} of ring {self._name!r}: the ring is closed")
         if self._holding:
@@ -280,7 +281,8 @@ class WriterCursor(_Cursor):
         return free
 
     def __enter__(self) -> memoryview:
-        self._check_usable()
+        if self._closed or self._holding:
+            self._refuse()
         if not self._poll_free():
             wait_until(
                 self._poll_free, self._timeout, self._describe_wait, self._timed_out,
@@ -396,7 +398,8 @@ class ReaderCursor(_Cursor):
         return ready
 
     def __enter__(self) -> memoryview:
-        self._check_usable()
+        if self._closed or self._holding:
+            self._refuse()
         if not self._poll_ready():
             wait_until(
                 self._poll_ready, self._timeout, self._describe_wait, self._timed_out,
