@@ -222,12 +222,15 @@ TypeOKInv == TypeOK
 NoTornReadInv ==
     \A r \in Readers : \A k \in 1 .. Len(delivered[r]) : delivered[r][k] # Torn
 
-\* Each reader's delivered sequence is a prefix of the sent sequence
-\* <<1, 2, ..., sent>>: in order, none skipped, none duplicated.
+\* Each reader's delivered sequence is a prefix of the message sequence
+\* <<1, 2, 3, ...>>: in order, none skipped, none duplicated (and not torn).
 DeliveredPrefixInv ==
-    \A r \in Readers :
-        /\ Len(delivered[r]) <= sent
-        /\ \A k \in 1 .. Len(delivered[r]) : delivered[r][k] = k
+    \A r \in Readers : \A k \in 1 .. Len(delivered[r]) : delivered[r][k] = k
+
+\* ... and of the SENT sequence <<1, ..., sent>>: a reader only consumes
+\* messages already published by WriterPublish.
+PublishedBeforeReadInv ==
+    \A r \in Readers : Len(delivered[r]) <= sent
 
 \* The writer never starts overwriting a chunk whose message some reader
 \* has not yet read (from WriterPoll's success until the payload is stored).

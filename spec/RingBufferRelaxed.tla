@@ -226,10 +226,12 @@ TypeOKInv ==
 NoTornReadInv ==
     \A r \in Readers : \A k \in 1 .. Len(delivered[r]) : delivered[r][k] # Torn
 
+\* in order, none skipped, none duplicated (see RingBuffer.tla)
 DeliveredPrefixInv ==
-    \A r \in Readers :
-        /\ Len(delivered[r]) <= sent
-        /\ \A k \in 1 .. Len(delivered[r]) : delivered[r][k] = k
+    \A r \in Readers : \A k \in 1 .. Len(delivered[r]) : delivered[r][k] = k
+
+PublishedBeforeReadInv ==
+    \A r \in Readers : Len(delivered[r]) <= sent
 
 AllDoneProp == <>AllDone
 =============================================================================

@@ -52,6 +52,7 @@ class Model:
     bounds: str
     expected: str
     timeout: int = 150
+    note: str = ""
 
 
 @dataclasses.dataclass
@@ -197,7 +198,7 @@ def run_model(model: Model, jar: Path, java: str, workers: int) -> Outcome:
     cfg_text = cfg.read_text()
     with tempfile.TemporaryDirectory(prefix=f"tlc-{model.name}-") as tmp:
         cmd = [
-            java, "-XX:+UseParallelGC", "-Xss8m",
+            java, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss8m",
             f"-DTLA-Library={SPEC_DIR}",
             "-Djava.io.tmpdir=" + tmp,
             "-cp", str(jar), "tlc2.TLC",
@@ -222,21 +223,70 @@ def run_model(model: Model, jar: Path, java: str, workers: int) -> Outcome:
     return Outcome(model, result, states, secs, rc, trace, loop_note, out[-3000:])
 
 
+def _split_top(text: str, sep: str) -> list[str]:
+    """Split on sep at bracket depth 0."""
+    parts, depth, cur, i = [], 0, [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "([{<" and not text.startswith("<-", i):
+            depth += 1
+        elif ch in ")]}>" and not (ch == ">" and text[i - 1:i + 1] in (":>", "->")):
+            depth -= 1
+        if depth == 0 and text.startswith(sep, i):
+            parts.append("".join(cur))
+            cur, i = [], i + len(sep)
+            continue
+        cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _as_map(value: str) -> dict[str, str] | None:
+    """Parse a TLC function value ``(k1 :> v1 @@ k2 :> v2)`` into a dict, else None."""
+    v = value.strip()
+    if not (v.startswith("(") and v.endswith(")") and ":>" in v):
+        return None
+    out: dict[str, str] = {}
+    for part in _split_top(v[1:-1].strip(), "@@"):
+        kv = _split_top(part, ":>")
+        if len(kv) != 2:
+            return None
+        out[kv[0]] = kv[1]
+    return out
+
+
+def _diff(name: str, old: str | None, new: str) -> list[str]:
+    """Changed entries only: ``mem[<<"lo", 0, 0>>] = 1`` instead of the whole function."""
+    if old == new:
+        return []
+    om, nm = (_as_map(old) if old is not None else None), _as_map(new)
+    if om is None or nm is None:
+        return [f"{name} = {new}"]
+    out: list[str] = []
+    for k, v in nm.items():
+        out += _diff(f"{name}[{k}]", om.get(k), v)
+    for k in om.keys() - nm.keys():
+        out.append(f"{name}[{k}] removed")
+    return out
+
+
 def trace_table(o: Outcome) -> str:
-    """Markdown step table: step, action, what changed."""
-    rows = ["| # | step | changed variables |", "|---|------|-------------------|"]
+    """Markdown step table: step, action, what changed (changed entries only)."""
+    rows = ["| # | step | changes |", "|---|------|---------|"]
     prev: dict[str, str] = {}
     for st in o.trace:
         if st.action == "Init":
-            changed = "initial state"
+            rows.append(f"| {st.index} | Init | all flags 0, written 0, payload Empty |")
         else:
-            diffs = [f"{k} = {v}" for k, v in st.assignments.items() if prev.get(k) != v]
+            diffs: list[str] = []
+            for k, v in st.assignments.items():
+                diffs += _diff(k, prev.get(k), v)
             changed = "; ".join(diffs) if diffs else "(no change: spin)"
-        rows.append(f"| {st.index} | {st.action} | `{changed}` |" if st.action != "Init"
-                    else f"| {st.index} | Init | {changed} |")
+            rows.append(f"| {st.index} | {st.action} | `{changed}` |")
         prev = st.assignments
     if o.loop_note:
-        rows.append(f"| | _{o.loop_note}_ | (lasso: the behavior repeats from here forever) |")
+        rows.append(f"| | _{o.loop_note}_ | the behavior stays here forever |")
     return "\n".join(rows)
 
 
