@@ -207,14 +207,18 @@ def test_timeout_zero_polls_once(group: Callable[..., Group]) -> None:
 
 
 class _HeldSocket:
-    """Wraps the writer's local socket and holds overflow frames until released."""
+    """Wraps the writer's local socket; while ``holding``, keeps overflow frames back."""
 
-    def __init__(self, sock: Any) -> None:
+    def __init__(self, sock: Any, holding: bool = True) -> None:
         self.sock = sock
+        self.holding = holding
         self.held: list[Any] = []
 
     def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
-        self.held.append(parts)
+        if self.holding:
+            self.held.append(parts)
+        else:
+            self.sock.send_multipart(parts, copy=copy)
 
     def release(self) -> None:
         for parts in self.held:

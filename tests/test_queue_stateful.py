@@ -1,0 +1,223 @@
+"""The real MessageQueue, driven by hypothesis, checked for exact delivery.
+
+One process: a writer, one local reader and one remote reader (loopback TCP)
+over a 2-chunk ring of 1 KiB chunks, so the ring fills often and objects
+overflow often. Rules mix inline and overflow objects (bytes and numpy, in-
+and out-of-band), unpicklable objects, enqueues and dequeues with timeouts,
+and *holding* the writer's overflow frames: while held, a local dequeue that
+takes an overflow marker from the ring must time out with the marker pending,
+and the retry -- after the frames are let through -- must return that same
+object. The model predicts, step by step, whether each call succeeds and
+what it returns; the teardown drains both readers and compares the complete
+delivered sequences (content, order, count) with what was sent.
+
+Model of the local reader: ``local_next`` (index of the next object it will
+return) and ``local_pending`` (it has taken the overflow marker of that object
+from the ring and released its slot). The writer's ring is full exactly when
+``sent - (local_next + local_pending) == MAX_CHUNKS``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from test_queue import _HeldSocket
+
+from verifiedring import MessageQueue, MisuseError, RingTimeoutError
+
+CHUNK = 1024
+MAX_CHUNKS = 2
+PATIENT = 10.0  # a wait that must succeed
+BRIEF = 0.02  # a wait that must time out
+
+payloads = st.one_of(
+    st.binary(max_size=200),  # inline
+    st.binary(min_size=CHUNK, max_size=4 * CHUNK),  # overflow, in band
+    st.integers(CHUNK, 40_000).map(lambda n: b"\x01" * 70_000 + bytes(n % 7)),  # overflow, oob
+    st.integers(0, 30_000).map(lambda n: np.arange(n, dtype=np.int32)),  # either, oob if large
+)
+
+
+def encoded(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=5)
+
+
+class QueueMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writer = MessageQueue(
+            2, 1, [0], max_chunk_bytes=CHUNK, max_chunks=MAX_CHUNKS, connect_ip="127.0.0.1"
+        )
+        handle = self.writer.export_handle()
+        self.local = MessageQueue.create_from_handle(handle, 0)
+        self.remote = MessageQueue.create_from_handle(handle, 1)
+        for q in (self.writer, self.local, self.remote):
+            q.wait_until_ready(PATIENT)
+        self.held = _HeldSocket(self.writer._local_sock, holding=False)
+        self.writer._local_sock = self.held  # type: ignore[assignment]
+        self.holding = False
+        self.sent: list[bytes] = []
+        self.overflow: list[bool] = []
+        self.held_from: int | None = None  # first seq whose frame is held
+        self.local_got: list[bytes] = []
+        self.local_pending = False
+        self.remote_got: list[bytes] = []
+
+    # --- writer ---------------------------------------------------------------
+
+    def ring_full(self) -> bool:
+        released = len(self.local_got) + self.local_pending
+        return len(self.sent) - released >= MAX_CHUNKS
+
+    @rule(obj=payloads, timeout=st.sampled_from([0, PATIENT]))
+    def enqueue(self, obj: Any, timeout: float) -> None:
+        full = self.ring_full()
+        if full:
+            timeout = 0
+        try:
+            self.writer.enqueue(obj, timeout=timeout)
+        except RingTimeoutError as exc:
+            assert full, f"enqueue timed out with room in the ring: {exc}"
+            assert "local reader ranks [0]" in str(exc)
+            event("enqueue timed out on a full ring")
+            return
+        assert not full, "enqueue succeeded into a full ring"
+        seq = len(self.sent)
+        self.sent.append(encoded(obj))
+        is_overflow = self._was_framed(seq)
+        self.overflow.append(is_overflow)
+        if is_overflow and self.holding and self.held_from is None:
+            self.held_from = seq
+
+    def _was_framed(self, seq: int) -> bool:
+        # An overflow frame for ``seq`` went to the local socket iff the held socket
+        # saw it (holding) or -- not holding -- the chunk's marker says so.
+        if self.holding:
+            return any(_seq_of(p) == seq for p in self.held.held)
+        return self.writer._writer is not None and _marker_is_framed(self.writer, seq)
+
+    @rule(bad=st.sampled_from([lambda: 0, threading.Lock()]))
+    def enqueue_unpicklable(self, bad: Any) -> None:
+        try:
+            self.writer.enqueue([1, bad], timeout=0)
+        except MisuseError as exc:
+            assert type(bad).__qualname__ in str(exc)
+        else:
+            raise AssertionError("an unpicklable object was accepted")
+
+    @rule()
+    def hold_frames(self) -> None:
+        self.holding = self.held.holding = True
+
+    @precondition(lambda self: self.holding)
+    @rule()
+    def release_frames(self) -> None:
+        self.holding = self.held.holding = False
+        self.held_from = None
+        self.held.release()
+
+    # --- readers ----------------------------------------------------------------
+
+    @rule(patient=st.booleans())
+    def dequeue_local(self, patient: bool) -> None:
+        i = len(self.local_got)
+        available = i < len(self.sent)
+        blocked = (
+            available
+            and self.overflow[i]
+            and self.held_from is not None
+            and i >= self.held_from
+        )
+        # An inline object is in the ring: even timeout=0 returns it.
+        must_succeed = available and not blocked and (patient or not self.overflow[i])
+        try:
+            obj = self.local.dequeue(timeout=PATIENT if must_succeed else (BRIEF if patient else 0))
+        except RingTimeoutError as exc:
+            assert not must_succeed, f"local dequeue of seq {i} timed out: {exc}"
+            if available:  # an overflow object: marker taken, its frame awaited
+                event("local dequeue timed out with an overflow frame pending")
+                self.local_pending = True
+                assert f"overflow frame seq {i}" in str(exc), str(exc)
+            return
+        assert available and not blocked, "local dequeue returned with nothing to return"
+        assert encoded(obj) == self.sent[i], f"local reader: object {i} differs"
+        if self.local_pending:
+            event("retry after a pending-overflow timeout returned that object")
+        self.local_got.append(self.sent[i])
+        self.local_pending = False
+
+    @rule(patient=st.booleans())
+    def dequeue_remote(self, patient: bool) -> None:
+        i = len(self.remote_got)
+        available = i < len(self.sent)
+        try:
+            obj = self.remote.dequeue(timeout=PATIENT if available and patient else 0)
+        except RingTimeoutError as exc:
+            assert not (available and patient), f"remote dequeue of seq {i} timed out: {exc}"
+            return
+        assert available, "remote dequeue returned with nothing sent"
+        assert encoded(obj) == self.sent[i], f"remote reader: object {i} differs"
+        self.remote_got.append(self.sent[i])
+
+    # --- teardown: drain and compare everything -------------------------------------
+
+    def teardown(self) -> None:
+        try:
+            if self.holding:
+                self.release_frames()
+            while len(self.local_got) < len(self.sent):
+                self.local_got_check(self.local.dequeue(PATIENT))
+            while len(self.remote_got) < len(self.sent):
+                obj = self.remote.dequeue(PATIENT)
+                assert encoded(obj) == self.sent[len(self.remote_got)]
+                self.remote_got.append(encoded(obj))
+            assert self.local_got == self.sent
+            assert self.remote_got == self.sent
+            for q in (self.local, self.remote):
+                try:
+                    q.dequeue(timeout=0)
+                except RingTimeoutError:
+                    pass
+                else:
+                    raise AssertionError("a reader returned more objects than were sent")
+        finally:
+            self.writer._local_sock = self.held.sock
+            for q in (self.local, self.remote, self.writer):
+                q.close()
+
+    def local_got_check(self, obj: Any) -> None:
+        assert encoded(obj) == self.sent[len(self.local_got)]
+        self.local_got.append(encoded(obj))
+
+
+def _seq_of(parts: list[Any]) -> int:
+    from verifiedring.transport import HEADER
+
+    seq: int = HEADER.unpack_from(parts[0])[1]
+    return seq
+
+
+def _marker_is_framed(writer: MessageQueue, seq: int) -> bool:
+    from verifiedring.transport import FRAMED, HEADER
+
+    ring = writer._ring
+    assert ring is not None
+    chunk = ring._data_views[seq % MAX_CHUNKS]
+    kind, got = HEADER.unpack_from(chunk)[:2]
+    assert got == seq
+    return bool(kind == FRAMED)
+
+
+QueueMachine.TestCase.settings = settings(
+    max_examples=40,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestQueueMachine = QueueMachine.TestCase
