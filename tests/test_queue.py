@@ -374,7 +374,9 @@ def test_role_misuse(group: Callable[..., Group]) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [lambda: 1, threading.Lock(), (1, [2, {"k": threading.Lock()}])], ids=repr
+    "bad",
+    [lambda: 1, threading.Lock(), (1, [2, {"k": threading.Lock()}])],
+    ids=["lambda", "lock", "nested-lock"],
 )
 def test_unpicklable_fails_before_claiming_a_slot(group: Callable[..., Group], bad: Any) -> None:
     g = group(1, 1, max_chunks=2)
