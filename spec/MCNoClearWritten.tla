@@ -7,12 +7,12 @@
 (* payload) keeps it out while the payload is stored.                      *)
 EXTENDS MC
 
-NCWPoll ==
+NCWWriterPoll ==
     /\ wpc = "poll"
     /\ IF ChunkFree(windex) THEN wpc' = "fill" ELSE UNCHANGED wpc
     /\ UNCHANGED <<shared, windex, toClear, sent, aborts, rvars>>
 
-NCWWriter == \/ NCWPoll \/ WriterFillPayload \/ WriterAbort
+NCWWriter == \/ NCWWriterPoll \/ WriterFillPayload \/ WriterAbort
              \/ WriterClearReadFlag \/ WriterPublish
 NCWNext == NCWWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 NCWSpec == Init /\ [][NCWNext]_vars /\ WF_vars(NCWWriter)

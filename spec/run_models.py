@@ -228,7 +228,7 @@ def _split_top(text: str, sep: str) -> list[str]:
     parts, depth, cur, i = [], 0, [], 0
     while i < len(text):
         ch = text[i]
-        if ch in "([{<" and not text.startswith("<-", i):
+        if ch in "([{<":
             depth += 1
         elif ch in ")]}>" and not (ch == ">" and text[i - 1:i + 1] in (":>", "->")):
             depth -= 1

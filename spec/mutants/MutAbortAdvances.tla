@@ -5,7 +5,7 @@
 (* Expected: readers spin forever -- a liveness violation, not a deadlock. *)
 EXTENDS MC
 
-MutAbort ==
+MutWriterAbort ==
     /\ wpc = "fill"
     /\ aborts < MaxAborts
     /\ payload' = [payload EXCEPT ![windex] = Torn]
@@ -15,7 +15,7 @@ MutAbort ==
     /\ UNCHANGED <<written, readFlag, toClear, sent, rvars>>
 
 MutWriter == \/ WriterPoll \/ WriterClearWritten \/ WriterFillPayload
-             \/ MutAbort \/ WriterClearReadFlag \/ WriterPublish
+             \/ MutWriterAbort \/ WriterClearReadFlag \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)
            /\ \A r \in Readers : WF_vars(Reader(r))

@@ -4,7 +4,7 @@
 (* partial payload is published.  Expected: a torn read.                   *)
 EXTENDS MC
 
-MutAbort ==             \* partial payload, then carry on with the clears
+MutWriterAbort ==             \* partial payload, then carry on with the clears
     /\ wpc = "fill"
     /\ aborts < MaxAborts
     /\ payload' = [payload EXCEPT ![windex] = Torn]
@@ -14,7 +14,7 @@ MutAbort ==             \* partial payload, then carry on with the clears
     /\ UNCHANGED <<written, readFlag, windex, sent, rvars>>
 
 MutWriter == \/ WriterPoll \/ WriterClearWritten \/ WriterFillPayload
-             \/ MutAbort \/ WriterClearReadFlag \/ WriterPublish
+             \/ MutWriterAbort \/ WriterClearReadFlag \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)
            /\ \A r \in Readers : WF_vars(Reader(r))

@@ -6,12 +6,12 @@ EXTENDS MC
 
 MutFree(c) == written[c] = 0 \/ \E i \in Slots : readFlag[c][i] = 1
 
-MutPoll ==
+MutWriterPoll ==
     /\ wpc = "poll"
     /\ IF MutFree(windex) THEN wpc' = "clear" ELSE UNCHANGED wpc
     /\ UNCHANGED <<shared, windex, toClear, sent, aborts, rvars>>
 
-MutWriter == \/ MutPoll \/ WriterClearWritten \/ WriterFillPayload
+MutWriter == \/ MutWriterPoll \/ WriterClearWritten \/ WriterFillPayload
              \/ WriterAbort \/ WriterClearReadFlag \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)

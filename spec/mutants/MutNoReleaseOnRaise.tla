@@ -5,14 +5,14 @@
 (* the same chunk, finds its flag still 0 and delivers the message again.  *)
 EXTENDS MC
 
-MutRelease(r) ==
+MutReaderRelease(r) ==
     \/ /\ rpc[r] = "release"
        /\ ReaderRelease(r)
     \/ /\ rpc[r] = "raised"               \* skipped: back to polling
        /\ rpc' = [rpc EXCEPT ![r] = "poll"]
        /\ UNCHANGED <<shared, wvars, rindex, delivered, raises>>
 
-MutReader(r) == ReaderPoll(r) \/ ReaderReadPayload(r) \/ MutRelease(r)
+MutReader(r) == ReaderPoll(r) \/ ReaderReadPayload(r) \/ MutReaderRelease(r)
 MutNext == Writer \/ (\E r \in Readers : MutReader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(Writer)
            /\ \A r \in Readers : WF_vars(MutReader(r))

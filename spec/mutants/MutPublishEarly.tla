@@ -5,13 +5,13 @@
 (* erases the ack, and it reads the same message again: a duplicate.       *)
 EXTENDS MC
 
-MutFillPayload ==       \* as WriterFillPayload, but publish comes next
+MutWriterFillPayload ==       \* as WriterFillPayload, but publish comes next
     /\ wpc = "fill"
     /\ payload' = [payload EXCEPT ![windex] = sent + 1]
     /\ wpc' = "publish"
     /\ UNCHANGED <<written, readFlag, windex, toClear, sent, aborts, rvars>>
 
-MutPublish ==           \* written = 1 and the message is sent; no advance yet
+MutWriterPublish ==           \* written = 1 and the message is sent; no advance yet
     /\ wpc = "publish"
     /\ written' = [written EXCEPT ![windex] = 1]
     /\ sent' = sent + 1
@@ -19,7 +19,7 @@ MutPublish ==           \* written = 1 and the message is sent; no advance yet
     /\ wpc' = "flags"
     /\ UNCHANGED <<readFlag, payload, windex, aborts, rvars>>
 
-MutClearReadFlag ==     \* the last clear advances the index
+MutWriterClearReadFlag ==     \* the last clear advances the index
     /\ wpc = "flags"
     /\ \E i \in toClear :
          /\ readFlag' = [readFlag EXCEPT ![windex][i] = 0]
@@ -30,8 +30,8 @@ MutClearReadFlag ==     \* the last clear advances the index
          ELSE UNCHANGED <<windex, wpc>>
     /\ UNCHANGED <<written, payload, sent, aborts, rvars>>
 
-MutWriter == \/ WriterPoll \/ WriterClearWritten \/ MutFillPayload
-             \/ WriterAbort \/ MutClearReadFlag \/ MutPublish
+MutWriter == \/ WriterPoll \/ WriterClearWritten \/ MutWriterFillPayload
+             \/ WriterAbort \/ MutWriterClearReadFlag \/ MutWriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)
            /\ \A r \in Readers : WF_vars(Reader(r))

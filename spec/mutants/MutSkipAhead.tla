@@ -5,14 +5,14 @@
 (* later message first (out of order / skip).                              *)
 EXTENDS MC
 
-MutPoll ==
+MutWriterPoll ==
     /\ wpc = "poll"
     /\ IF \E j \in Chunks : ChunkFree(j)
          THEN \E j \in Chunks : ChunkFree(j) /\ windex' = j /\ wpc' = "clear"
          ELSE UNCHANGED <<windex, wpc>>            \* spin
     /\ UNCHANGED <<shared, toClear, sent, aborts, rvars>>
 
-MutWriter == \/ MutPoll \/ WriterClearWritten \/ WriterFillPayload
+MutWriter == \/ MutWriterPoll \/ WriterClearWritten \/ WriterFillPayload
              \/ WriterAbort \/ WriterClearReadFlag \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)

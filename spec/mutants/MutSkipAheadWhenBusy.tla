@@ -6,7 +6,7 @@
 (* model that documents why the protocol needs no skip-ahead logic.        *)
 EXTENDS MC
 
-MutPoll ==
+MutWriterPoll ==
     /\ wpc = "poll"
     /\ IF ChunkFree(windex)
          THEN wpc' = "clear" /\ UNCHANGED windex
@@ -15,7 +15,7 @@ MutPoll ==
          ELSE UNCHANGED <<windex, wpc>>            \* spin
     /\ UNCHANGED <<shared, toClear, sent, aborts, rvars>>
 
-MutWriter == \/ MutPoll \/ WriterClearWritten \/ WriterFillPayload
+MutWriter == \/ MutWriterPoll \/ WriterClearWritten \/ WriterFillPayload
              \/ WriterAbort \/ WriterClearReadFlag \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)

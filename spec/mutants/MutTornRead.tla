@@ -6,14 +6,14 @@
 (* so it reads while the payload is being stored: a torn read.            *)
 EXTENDS MC
 
-MutPoll ==              \* as WriterPoll, then straight to the flag clears
+MutWriterPoll ==              \* as WriterPoll, then straight to the flag clears
     /\ wpc = "poll"
     /\ IF ChunkFree(windex)
          THEN wpc' = "flags" /\ toClear' = Slots
          ELSE UNCHANGED <<wpc, toClear>>
     /\ UNCHANGED <<shared, windex, sent, aborts, rvars>>
 
-MutClearReadFlag ==     \* the last clear goes on to the payload
+MutWriterClearReadFlag ==     \* the last clear goes on to the payload
     /\ wpc = "flags"
     /\ \E i \in toClear :
          /\ readFlag' = [readFlag EXCEPT ![windex][i] = 0]
@@ -21,13 +21,13 @@ MutClearReadFlag ==     \* the last clear goes on to the payload
     /\ wpc' = IF toClear' = {} THEN "fill" ELSE "flags"
     /\ UNCHANGED <<written, payload, windex, sent, aborts, rvars>>
 
-MutFillPayload ==
+MutWriterFillPayload ==
     /\ wpc = "fill"
     /\ payload' = [payload EXCEPT ![windex] = sent + 1]
     /\ wpc' = "publish"
     /\ UNCHANGED <<written, readFlag, windex, toClear, sent, aborts, rvars>>
 
-MutWriter == \/ MutPoll \/ MutClearReadFlag \/ MutFillPayload \/ WriterPublish
+MutWriter == \/ MutWriterPoll \/ MutWriterClearReadFlag \/ MutWriterFillPayload \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)
            /\ \A r \in Readers : WF_vars(Reader(r))
