@@ -1,0 +1,215 @@
+"""queue: one MessageQueue writer, 1..3 local reader processes and a remote reader.
+
+Object ``k`` -- a small dict, bytes, a bytearray, a numpy array or a mix, of a
+size drawn so that a good share overflows the (small) chunks -- is derived
+from ``(seed, k)`` alone, so each reader regenerates it and compares it (by
+its pickle) with what it received: content, order and count are checked
+exactly. The remote reader receives over loopback TCP, with the credit window
+in play. Both sides pause at random for a few hundred microseconds. The writer
+ends with ``close()``, whose shutdown makes each reader's next dequeue raise
+``ClosedError``; a reader then reports how many objects it got, which must
+equal the number sent. Every wait is bounded (``--stall-timeout``); the parent
+kills readers that outlive ``--time-limit`` and fails. The parent owns the
+segment and always unlinks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import random
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from typing import Any
+
+DEFAULT_OBJECTS = 10_000
+REMOTE_RANK_BASE = 100
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--readers", type=int, default=3, choices=(1, 2, 3), help="local readers")
+    parser.add_argument("--remote", type=int, default=1, choices=(0, 1, 2), help="remote readers")
+    parser.add_argument(
+        "--objects", type=int, default=None, metavar="N",
+        help=f"objects to send (default {DEFAULT_OBJECTS}; unlimited with --duration)",
+    )
+    parser.add_argument("--max-chunk-bytes", type=int, default=40 * 1024, metavar="B")
+    parser.add_argument("--max-chunks", type=int, default=2, metavar="K")
+    parser.add_argument("--remote-window", type=int, default=64, metavar="W")
+    parser.add_argument("--pause-prob", type=float, default=0.02)
+    parser.add_argument("--max-pause", type=float, default=500e-6, metavar="S")
+    parser.add_argument("--stall-timeout", type=float, default=20.0, metavar="S")
+    parser.add_argument(
+        "--time-limit", type=float, default=None, metavar="S",
+        help="kill everything and fail after S seconds (default: duration + 120)",
+    )
+
+
+@dataclass(frozen=True)
+class Config:
+    seed: int
+    objects: int | None
+    duration: float | None
+    pause_prob: float
+    max_pause: float
+    stall_timeout: float
+
+
+def make_object(seed: int, k: int) -> Any:
+    """Object ``k`` of the run: its kind, size and bytes depend on ``(seed, k)`` only."""
+    import numpy as np
+
+    r = random.Random(seed * 1_000_003 + k)
+    x = r.random()
+    if x < 0.45:
+        return {"k": k, "tag": r.randbytes(r.randint(0, 300))}
+    if x < 0.65:
+        return r.randbytes(r.randint(1, 60_000))  # around the 40 KiB chunk
+    if x < 0.75:
+        return bytearray(r.randbytes(r.randint(40_000, 300_000)))  # overflow, out of band
+    if x < 0.9:
+        n = r.randint(1, 50_000)
+        dtype = r.choice([np.uint8, np.float32, np.int64])
+        return np.frombuffer(r.randbytes(n * np.dtype(dtype).itemsize), dtype=dtype).copy()
+    return (k, [r.randbytes(r.randint(0, 100_000))], {"f": r.random()})
+
+
+def encoded(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=5)
+
+
+class Pauser:
+    def __init__(self, cfg: Config, salt: int) -> None:
+        self._r = random.Random(cfg.seed * 7919 + salt)
+        self._p = cfg.pause_prob
+        self._max = cfg.max_pause
+
+    def maybe(self) -> None:
+        if self._r.random() < self._p:
+            time.sleep(self._r.uniform(0, self._max))
+
+
+def reader_main(cfg: Config, handle: Any, rank: int, out: Any) -> None:
+    from verifiedring import ClosedError, MessageQueue
+
+    received = 0
+    errors: list[str] = []
+    try:
+        with MessageQueue.create_from_handle(handle, rank) as q:
+            q.wait_until_ready(cfg.stall_timeout)
+            pause = Pauser(cfg, rank)
+            while True:
+                try:
+                    obj = q.dequeue(cfg.stall_timeout)
+                except ClosedError:
+                    break
+                if encoded(obj) != encoded(make_object(cfg.seed, received)) and len(errors) < 5:
+                    errors.append(f"rank {rank}: object {received} differs")
+                received += 1
+                pause.maybe()
+    except BaseException:
+        errors.append(f"rank {rank}: {traceback.format_exc()}")
+    out.put((rank, received, errors))
+
+
+def run(cfg: Config, args: argparse.Namespace) -> dict[str, Any]:
+    from verifiedring import MessageQueue
+    from verifiedring.shm import SHM_DIR
+
+    n_local, n_remote = args.readers, args.remote
+    local_ranks = list(range(1, n_local + 1))
+    remote_ranks = [REMOTE_RANK_BASE + i for i in range(n_remote)]
+    time_limit = args.time_limit or (cfg.duration or 0) + 120
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    summary: dict[str, Any] = {"ok": False, "sent": 0, "received": {}, "errors": []}
+    procs: list[Any] = []
+    start = time.monotonic()
+    with MessageQueue(
+        n_local + n_remote, n_local, local_ranks,
+        max_chunk_bytes=args.max_chunk_bytes, max_chunks=args.max_chunks,
+        connect_ip="127.0.0.1" if n_remote else None, remote_window=args.remote_window,
+    ) as w:
+        handle = w.export_handle()
+        summary["segment"] = handle.buffer_handle.name if handle.buffer_handle else None
+        try:
+            for rank in local_ranks + remote_ranks:
+                p = ctx.Process(target=reader_main, args=(cfg, handle, rank, out), daemon=True)
+                p.start()
+                procs.append(p)
+            w.wait_until_ready(cfg.stall_timeout * 3)
+            pause = Pauser(cfg, 0)
+            k = 0
+            while (cfg.objects is None or k < cfg.objects) and (
+                cfg.duration is None or time.monotonic() - start < cfg.duration
+            ):
+                w.enqueue(make_object(cfg.seed, k), timeout=cfg.stall_timeout)
+                k += 1
+                pause.maybe()
+            summary["sent"] = k
+        except BaseException:
+            summary["errors"].append(f"writer: {traceback.format_exc()}")
+        # leaving the with-block: close() sends shutdown, then unlinks the segment
+    for _ in procs:
+        try:
+            left = max(time_limit - (time.monotonic() - start), 1.0)
+            rank, received, errors = out.get(timeout=left)
+        except queue.Empty:
+            summary["errors"].append("a reader did not report before the time limit")
+            break
+        summary["received"][rank] = received
+        summary["errors"].extend(errors)
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            summary["errors"].append(f"reader pid {p.pid} killed")
+    seg = summary.get("segment")
+    summary["segment_left"] = bool(seg and os.path.exists(os.path.join(SHM_DIR, seg)))
+    summary["seconds"] = round(time.monotonic() - start, 2)
+    summary["ok"] = (
+        not summary["errors"]
+        and not summary["segment_left"]
+        and len(summary["received"]) == len(procs)
+        and all(n == summary["sent"] for n in summary["received"].values())
+    )
+    return summary
+
+
+def main(args: argparse.Namespace) -> int:
+    objects = args.objects if args.objects is not None else (
+        None if args.duration else DEFAULT_OBJECTS
+    )
+    cfg = Config(
+        seed=args.seed, objects=objects, duration=args.duration, pause_prob=args.pause_prob,
+        max_pause=args.max_pause, stall_timeout=args.stall_timeout,
+    )
+    summary = run(cfg, args)
+    summary["config"] = asdict(cfg)
+    if args.json:
+        print(json.dumps(summary), flush=True)
+    else:
+        status = "ok" if summary["ok"] else "FAILED"
+        print(
+            f"queue: {status}: sent {summary['sent']}, received {summary['received']}, "
+            f"{summary['seconds']} s, seed {cfg.seed}",
+            flush=True,
+        )
+        for err in summary["errors"]:
+            print(err, file=sys.stderr)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    from stress import add_common_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m stress.queue", description=__doc__)
+    add_common_arguments(parser)
+    add_arguments(parser)
+    sys.exit(main(parser.parse_args()))
