@@ -117,6 +117,37 @@ _HDR = HEADER.size
 _LEN = LENGTH.size
 _ACK = struct.Struct("<IQ")  # rank, received count
 
+_PENDING = object()  # _take's result for an overflow marker
+
+
+def _fill_inline(chunk: memoryview, seq: int, stream: bytes, bufs: list[memoryview]) -> None:
+    """Store an object with out-of-band buffers in a chunk: header, lengths, stream, buffers."""
+    nbytes = len(stream)
+    HEADER.pack_into(chunk, 0, INLINE, seq, nbytes, len(bufs))
+    off = _HDR
+    for b in bufs:
+        LENGTH.pack_into(chunk, off, b.nbytes)
+        off += _LEN
+    chunk[off : off + nbytes] = stream
+    off += nbytes
+    for b in bufs:
+        chunk[off : off + b.nbytes] = b
+        off += b.nbytes
+
+
+def _load_inline(chunk: memoryview, nbytes: int, nbuf: int) -> Any:
+    """The object :func:`_fill_inline` stored; buffers are copied out (the slot is reused)."""
+    off = _HDR + _LEN * nbuf
+    start = off + nbytes
+    buffers = []
+    for i in range(nbuf):
+        n = LENGTH.unpack_from(chunk, _HDR + _LEN * i)[0]
+        buffers.append(bytearray(chunk[start : start + n]))
+        start += n
+    with chunk[off : off + nbytes] as stream:
+        return pickle.loads(stream, buffers=buffers)
+
+
 
 @dataclass(frozen=True)
 class Handle:
@@ -243,6 +274,8 @@ class MessageQueue:
         self.max_chunks = max_chunks
         self.remote_window = remote_window
         self.ack_interval = max(1, remote_window // 4)
+        # The writer drains acks once a reader may be this close to the window's end.
+        self._credit_check_at = remote_window - self.ack_interval
         self._key = key
         self._signer = Signer(key)
         self._ctx: zmq.Context[Any] = zmq.Context()
@@ -257,9 +290,8 @@ class MessageQueue:
         self._ack_addr = None
         self._n_remote = 0
         self._ready = False
-        # True while the role's hot-path call needs no further checks (ready, open,
-        # not shut down); anything else takes the slow path through the _check_*.
-        self._ok = False
+        self._ok_writer = False  # enqueue needs no checks (writer, ready, open, not shut down)
+        self._ok_reader = False  # dequeue needs no checks (reader, ready, open, no shutdown seen)
         self._seq = 0  # writer: next to send; reader: next expected
         self._pending: int | None = None
         self._stash: deque[list[zmq.Frame]] = deque()
@@ -413,7 +445,9 @@ class MessageQueue:
                     f"{self._who()}: expected READY as the first message, got "
                     f"{KIND_NAMES.get(header[0], header[0])} seq {header[1]}"
                 )
-        self._ready = self._ok = True
+        self._ready = True
+        self._ok_writer = self._is_writer
+        self._ok_reader = not self._is_writer
 
     def _writer_ready(self, deadline: float | None) -> None:
         want_local = set(self.local_reader_ranks)
@@ -484,54 +518,42 @@ class MessageQueue:
 
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         """Broadcast ``obj`` to every reader. Waits at most ``timeout`` seconds for room."""
-        if not self._ok or not self._is_writer:
+        if not self._ok_writer:
             self._check_writer()
         stream, bufs = self._serializer.dumps(obj)  # raises MisuseError before any claim
         deadline = None if timeout is None else _deadline(timeout)
         seq = self._seq
-        if self._remote_sock is not None and seq - self._floor >= (
-            self.remote_window - self.ack_interval
-        ):
+        remote = self._remote_sock
+        if remote is not None and seq - self._floor >= self._credit_check_at:
             self._await_credit(seq, deadline)
-        overflow = False
         writer = self._writer
+        overflow = False
         if writer is not None:
-            nbytes = stream.nbytes
-            size = _HDR + _LEN * len(bufs) + nbytes
-            for b in bufs:
-                size += b.nbytes
+            nbytes = len(stream)
+            size = _HDR + nbytes
+            if bufs:
+                size += _LEN * len(bufs) + sum(b.nbytes for b in bufs)
             overflow = size > self.max_chunk_bytes
             try:
-                chunk = writer.acquire_write(_remaining(deadline)).__enter__()
+                with writer.acquire_write(None if deadline is None else _remaining(deadline)) as c:
+                    if overflow:
+                        HEADER.pack_into(c, 0, FRAMED, seq, nbytes, len(bufs))
+                    elif bufs:
+                        _fill_inline(c, seq, stream, bufs)
+                    else:
+                        HEADER.pack_into(c, 0, INLINE, seq, nbytes, 0)
+                        c[_HDR : _HDR + nbytes] = stream
             except RingTimeoutError as exc:
                 raise self._ring_stalled(seq, exc) from None
-            try:
-                if not overflow:
-                    HEADER.pack_into(chunk, 0, INLINE, seq, nbytes, len(bufs))
-                    off = _HDR
-                    for b in bufs:
-                        LENGTH.pack_into(chunk, off, b.nbytes)
-                        off += _LEN
-                    chunk[off : off + nbytes] = stream
-                    off += nbytes
-                    for b in bufs:
-                        chunk[off : off + b.nbytes] = b
-                        off += b.nbytes
-                else:
-                    HEADER.pack_into(chunk, 0, FRAMED, seq, nbytes, len(bufs))
-            except BaseException as exc:
-                writer.__exit__(type(exc), exc, exc.__traceback__)
-                raise
-            writer.__exit__(None, None, None)
-        if overflow or self._remote_sock is not None:
-            parts: list[Any] = [HEADER.pack(FRAMED, seq, stream.nbytes, len(bufs)), bytes(stream)]
+        if overflow or remote is not None:
+            parts: list[Any] = [HEADER.pack(FRAMED, seq, len(stream), len(bufs)), stream]
             for b in bufs:
                 # A writable buffer may change once enqueue returns: send a copy.
                 parts.append(b if b.readonly else bytes(b))
             if overflow:
                 assert self._local_sock is not None
                 self._local_sock.send_multipart(parts, copy=False)
-            if self._remote_sock is not None:
+            if remote is not None:
                 self._send_remote(parts)
         self._seq = seq + 1
 
@@ -603,32 +625,40 @@ class MessageQueue:
     def dequeue(self, timeout: float | None = None) -> Any:
         """The next object, in the writer's order. Raises RingTimeoutError after
         ``timeout`` seconds (retrying is safe), ClosedError after shutdown."""
-        if not self._ok or self._is_writer:
+        if not self._ok_reader:
             self._check_reader()
         deadline = None if timeout is None else _deadline(timeout)
         reader = self._reader
         if reader is None:
             return self._dequeue_remote(deadline)
         if self._pending is None:
-            first = timeout if timeout is not None and timeout < SLICE else SLICE
+            first = SLICE if timeout is None or timeout > SLICE else timeout
             try:
-                chunk = reader.acquire_read(first).__enter__()
+                with reader.acquire_read(first) as c:
+                    obj = self._take(c)
             except RingTimeoutError:
-                chunk = self._wait_ring(reader, deadline)
-            try:
-                kind, seq, nbytes, nbuf = HEADER.unpack_from(chunk)
-                if seq != self._seq or kind > FRAMED:
-                    raise self._out_of_order("ring", kind, seq)
-                if kind == INLINE:
-                    obj = self._load_inline(chunk, nbytes, nbuf)
-                    self._seq = seq + 1
-                    return obj
-                self._pending = seq
-            finally:
-                reader.__exit__(None, None, None)  # ReaderRelease, also on error
+                obj = self._wait_ring(reader, deadline)
+            if obj is not _PENDING:
+                return obj
         return self._recv_pending(deadline)
 
-    def _wait_ring(self, reader: ReaderCursor, deadline: float | None) -> memoryview:
+    def _take(self, chunk: memoryview) -> Any:
+        """The object in a ring chunk, or _PENDING after taking an overflow marker."""
+        kind, seq, nbytes, nbuf = HEADER.unpack_from(chunk)
+        if seq != self._seq or kind > FRAMED:
+            raise self._out_of_order("ring", kind, seq)
+        if kind == FRAMED:
+            self._pending = seq  # the slot is released on return; the frame is awaited
+            return _PENDING
+        if nbuf:
+            obj = _load_inline(chunk, nbytes, nbuf)
+        else:
+            with chunk[_HDR : _HDR + nbytes] as stream:
+                obj = pickle.loads(stream)
+        self._seq = seq + 1
+        return obj
+
+    def _wait_ring(self, reader: ReaderCursor, deadline: float | None) -> Any:
         """Slow path: wait for the ring in slices, checking the socket for SHUTDOWN."""
         start = time.monotonic()
         next_log = start + self.log_interval
@@ -641,7 +671,7 @@ class MessageQueue:
                 if kind == SHUTDOWN:
                     self._stash.pop()
                     self._shutdown_total = seq
-                    self._ok = False
+                    self._ok_reader = False
                 # A FRAMED frame here belongs to a marker published since the last poll.
             total = self._shutdown_total
             if total is not None and self._seq >= total:
@@ -663,24 +693,10 @@ class MessageQueue:
                 )
                 next_log = now + self.log_interval
             try:
-                return reader.acquire_read(SLICE if rem is None else min(rem, SLICE)).__enter__()
+                with reader.acquire_read(SLICE if rem is None else min(rem, SLICE)) as c:
+                    return self._take(c)
             except RingTimeoutError:
                 continue
-
-    def _load_inline(self, chunk: memoryview, nbytes: int, nbuf: int) -> Any:
-        off = _HDR
-        if not nbuf:
-            with chunk[off : off + nbytes] as stream:
-                return pickle.loads(stream)
-        lengths = [LENGTH.unpack_from(chunk, off + _LEN * i)[0] for i in range(nbuf)]
-        off += _LEN * nbuf
-        start = off + nbytes
-        buffers = []
-        for n in lengths:
-            buffers.append(bytearray(chunk[start : start + n]))  # own copy: the slot is reused
-            start += n
-        with chunk[off : off + nbytes] as stream:
-            return pickle.loads(stream, buffers=buffers)
 
     def _recv_pending(self, deadline: float | None) -> Any:
         pending = self._pending
@@ -710,7 +726,7 @@ class MessageQueue:
             kind, seq = header[:2]
             if kind == SHUTDOWN:
                 self._shutdown_total = seq
-                self._ok = False
+                self._ok_reader = False
                 self._check_reader()
             if kind != FRAMED or seq != self._seq:
                 raise self._out_of_order("remote socket", kind, seq)
@@ -790,7 +806,7 @@ class MessageQueue:
         self._check_open()
         if not self._ready or self._shutdown_total is not None:
             return
-        self._ok = False
+        self._ok_writer = False
         self._shutdown_total = total = self._seq
         header = control_header(SHUTDOWN, total)
         if self._local_sock is not None:
@@ -807,7 +823,7 @@ class MessageQueue:
                 self.shutdown()
         finally:
             self._closed = True
-            self._ok = False
+            self._ok_writer = self._ok_reader = False
             self._release_resources()
 
     def _release_resources(self) -> None:
