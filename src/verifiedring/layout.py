@@ -91,7 +91,8 @@ class RingLayout:
 
     def check_reader(self, reader: int) -> None:
         """Raise :class:`MisuseError` unless ``reader`` is a local reader index."""
-        if isinstance(reader, bool) or not isinstance(reader, int) or not 0 <= reader < self.n_reader:
+        valid = isinstance(reader, int) and not isinstance(reader, bool)
+        if not valid or not 0 <= reader < self.n_reader:
             raise MisuseError(
                 f"reader index {reader!r} out of range 0..{self.n_reader - 1}: a reader's flag "
                 "index is its position among the local readers, not its global rank"

@@ -11,12 +11,12 @@ Segments are created with mode 0600: readable and writable by their owner only.
 
 from __future__ import annotations
 
+import _posixshmem
+import contextlib
 import mmap
 import os
 import secrets
 from multiprocessing import resource_tracker
-
-import _posixshmem
 
 from .errors import BrokenPeerError, MisuseError
 
@@ -118,8 +118,6 @@ class SharedSegment:
         if self._unlinked:
             return
         self._unlinked = True
-        try:
+        with contextlib.suppress(FileNotFoundError):
             _posixshmem.shm_unlink(_tracker_name(self.name))
-        except FileNotFoundError:
-            pass
         resource_tracker.unregister(_tracker_name(self.name), "shared_memory")

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 SPIN_SECONDS = 1e-3
+SPIN_BATCH = 16  # polls between clock reads while spinning
 FIRST_SLEEP = 20e-6
 MAX_SLEEP = 1e-3
 DEFAULT_LOG_INTERVAL = 10.0
@@ -41,22 +42,30 @@ def wait_until(
     if poll():
         return
     start = time.monotonic()
+    if timeout == 0:
+        raise on_timeout(0.0)
     deadline = None if timeout is None else start + timeout
     next_log = start + log_interval
     sleep = FIRST_SLEEP
+    yield_cpu = os.sched_yield
     while True:
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             raise on_timeout(now - start)
         if now >= next_log:
-            logger.warning("pid %d still waiting after %.1f s: %s", os.getpid(), now - start, describe())
+            logger.warning(
+                "pid %d still waiting after %.1f s: %s", os.getpid(), now - start, describe()
+            )
             next_log = now + log_interval
         if now - start < SPIN_SECONDS:
-            os.sched_yield()
+            for _ in range(SPIN_BATCH):  # no clock read between these polls
+                yield_cpu()
+                if poll():
+                    return
         else:
             if deadline is not None:
                 sleep = min(sleep, max(deadline - now, 0.0))
             time.sleep(sleep)
             sleep = min(sleep * 2, MAX_SLEEP)
-        if poll():
-            return
+            if poll():
+                return
