@@ -295,7 +295,7 @@ def trace_table(o: Outcome) -> str:
     prev: dict[str, str] = {}
     for st in o.trace:
         if st.action == "Init":
-            rows.append(f"| {st.index} | Init | all flags 0, written 0, payload Empty |")
+            rows.append(f"| {st.index} | Init | the initial state |")
         else:
             diffs: list[str] = []
             for k, v in st.assignments.items():
