@@ -52,7 +52,8 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.writer = MessageQueue(
-            2, 1, [0], max_chunk_bytes=CHUNK, max_chunks=MAX_CHUNKS, connect_ip="127.0.0.1"
+            2, 1, [0], max_chunk_bytes=CHUNK, max_chunks=MAX_CHUNKS, connect_ip="127.0.0.1",
+            linger=1.0,
         )
         handle = self.writer.export_handle()
         self.local = MessageQueue.create_from_handle(handle, 0)
@@ -215,8 +216,8 @@ def _marker_is_framed(writer: MessageQueue, seq: int) -> bool:
 
 
 QueueMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=40,
+    max_examples=30,
+    stateful_step_count=35,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
