@@ -96,7 +96,7 @@ Init ==
 -----------------------------------------------------------------------------
 (* Writer *)
 
-\* message_queue.py: MessageQueue.wait_until_ready (writer side)
+\* message_queue.py: MessageQueue._writer_ready (wait_until_ready, writer side)
 WriterHandshake ==
     /\ wpc = "handshake"
     /\ WaitSubs => \A r \in Readers : subscribed[r]
@@ -159,8 +159,8 @@ ReaderAwaitReady(r) ==
     /\ UNCHANGED <<wpc, sent, kind, released, subscribed, acked, pending,
                    delivered, lost, timeouts>>
 
-\* message_queue.py: MessageQueue.dequeue -> ring acquire_read of the next
-\* slot. Inline: the object is returned and the slot released. Overflow
+\* message_queue.py: MessageQueue.dequeue -> ring acquire_read -> _take of the
+\* next slot. Inline: the object is returned and the slot released. Overflow
 \* marker: the reader now needs frame m ("hold" keeps the slot until then).
 ReaderTakeSlot(r) ==
     /\ r \in LocalReaders
@@ -179,8 +179,8 @@ ReaderTakeSlot(r) ==
             /\ UNCHANGED delivered
     /\ UNCHANGED <<wpc, sent, kind, sockQ, subscribed, acked, lost, timeouts>>
 
-\* message_queue.py: MessageQueue.dequeue -> local socket receive of the
-\* overflow payload; "hold" releases the slot only now.
+\* message_queue.py: MessageQueue._recv_pending, the local socket receive of
+\* the overflow payload; "hold" releases the slot only now.
 ReaderRecvFrame(r) ==
     /\ r \in LocalReaders
     /\ rpc[r] = "frame"
@@ -193,8 +193,8 @@ ReaderRecvFrame(r) ==
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ UNCHANGED <<wpc, sent, kind, subscribed, acked, lost, timeouts>>
 
-\* message_queue.py: MessageQueue.dequeue raises RingTimeoutError while the
-\* payload frame has not arrived; the caller may call dequeue again.
+\* message_queue.py: MessageQueue._recv_pending raises RingTimeoutError while
+\* the payload frame has not arrived (self._pending is kept); the caller may call dequeue again.
 ReaderTimeout(r) ==
     /\ r \in LocalReaders
     /\ rpc[r] = "frame"
@@ -215,7 +215,7 @@ ReaderResume(r) ==
     /\ UNCHANGED <<wpc, sent, kind, released, sockQ, subscribed, acked, pending,
                    delivered, lost, timeouts>>
 
-\* message_queue.py: MessageQueue.dequeue on a remote reader: receive the
+\* message_queue.py: MessageQueue._dequeue_remote and _ack: receive the
 \* next frame, verify it, acknowledge it (returns one credit).
 RemoteRecvFrame(r) ==
     /\ r \in RemoteReaders

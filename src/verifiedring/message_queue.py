@@ -349,6 +349,7 @@ class MessageQueue:
                 if bh is None or handle.local_subscribe_addr is None:
                     raise MisuseError(f"handle lists local rank {rank} but carries no ring")
                 self._attach_ring(bh, ranks.index(rank))
+                # spec: ReaderSubscribe
                 self._local_sock = subscriber(
                     self._ctx, handle.local_subscribe_addr,
                     hwm_for_window(bh.max_chunks + 1), hello,
@@ -359,6 +360,7 @@ class MessageQueue:
                         f"rank {rank} is not in local_reader_ranks {list(ranks)} and the queue "
                         "has no remote readers (n_reader == n_local_reader)"
                     )
+                # spec: ReaderSubscribe
                 self._remote_sock = subscriber(
                     self._ctx, handle.remote_subscribe_addr,
                     hwm_for_window(handle.remote_window), hello,
@@ -433,7 +435,7 @@ class MessageQueue:
         deadline = _deadline(timeout)
         if self._is_writer:
             self._writer_ready(deadline)
-        else:
+        else:  # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
             sock = self._local_sock if self._reader is not None else self._remote_sock
             assert sock is not None
             header = None
@@ -450,6 +452,7 @@ class MessageQueue:
         self._ok_reader = not self._is_writer
 
     def _writer_ready(self, deadline: float | None) -> None:
+        # spec: WriterHandshake -- every subscription first (essential), then READY
         want_local = set(self.local_reader_ranks)
         seen_local: set[int] = set()
         seen_remote: set[int] = set()
@@ -525,7 +528,7 @@ class MessageQueue:
         seq = self._seq
         remote = self._remote_sock
         if remote is not None and seq - self._floor >= self._credit_check_at:
-            self._await_credit(seq, deadline)
+            self._await_credit(seq, deadline)  # spec: WriterSendRemoteFrame's guard
         writer = self._writer
         overflow = False
         if writer is not None:
@@ -535,6 +538,7 @@ class MessageQueue:
                 size += _LEN * len(bufs) + sum(b.nbytes for b in bufs)
             overflow = size > self.max_chunk_bytes
             try:
+                # spec: WriterPublishSlot -- INLINE object, or FRAMED marker with its seq
                 with writer.acquire_write(None if deadline is None else _remaining(deadline)) as c:
                     if overflow:
                         HEADER.pack_into(c, 0, FRAMED, seq, nbytes, len(bufs))
@@ -552,9 +556,10 @@ class MessageQueue:
                 parts.append(b if b.readonly else bytes(b))
             if overflow:
                 assert self._local_sock is not None
+                # spec: WriterSendLocalFrame -- the payload, after its marker is published
                 self._local_sock.send_multipart(parts, copy=False)
             if remote is not None:
-                self._send_remote(parts)
+                self._send_remote(parts)  # spec: WriterSendRemoteFrame (credit taken above)
         self._seq = seq + 1
 
     def _ring_stalled(self, seq: int, exc: RingTimeoutError) -> RingTimeoutError:
@@ -640,10 +645,11 @@ class MessageQueue:
                 obj = self._wait_ring(reader, deadline)
             if obj is not _PENDING:
                 return obj
-        return self._recv_pending(deadline)
+        return self._recv_pending(deadline)  # spec: ReaderResume when _pending was set
 
     def _take(self, chunk: memoryview) -> Any:
         """The object in a ring chunk, or _PENDING after taking an overflow marker."""
+        # spec: ReaderTakeSlot -- the caller's with-block releases the slot either way
         kind, seq, nbytes, nbuf = HEADER.unpack_from(chunk)
         if seq != self._seq or kind > FRAMED:
             raise self._out_of_order("ring", kind, seq)
@@ -699,6 +705,8 @@ class MessageQueue:
                 continue
 
     def _recv_pending(self, deadline: float | None) -> Any:
+        # spec: ReaderRecvFrame; a RingTimeoutError from _recv is ReaderTimeout, and
+        # leaves self._pending set (the invariant that defeats the known trap)
         pending = self._pending
         assert pending is not None and self._local_sock is not None
         if self._stash:
@@ -716,6 +724,7 @@ class MessageQueue:
         return pickle.loads(frames[1].buffer, buffers=[f.buffer for f in frames[2:]])
 
     def _dequeue_remote(self, deadline: float | None) -> Any:
+        # spec: RemoteRecvFrame -- verify, deliver, acknowledge (returns credits)
         sock = self._remote_sock
         assert sock is not None
         while True:
