@@ -278,7 +278,11 @@ class MessageQueue:
         self._credit_check_at = remote_window - self.ack_interval
         self._key = key
         self._signer = Signer(key)
-        self._ctx: zmq.Context[Any] = zmq.Context()
+        # The process-wide context (pyzmq makes a new one after fork). A queue never
+        # terminates it: zmq_ctx_term can block forever (seen here under load even with
+        # every socket closed at linger 0), and closing a socket with a linger already
+        # bounds how long its queued frames may keep flowing.
+        self._ctx: zmq.Context[Any] = zmq.Context.instance()
         self._ring = None
         self._writer = None
         self._reader: ReaderCursor | None = None
@@ -842,7 +846,6 @@ class MessageQueue:
         for sock in (self._local_sock, self._remote_sock, self._ack_sock):
             if sock is not None:
                 sock.close(linger=linger)
-        self._ctx.term()
         if self._local is not None:
             self._local.remove_directory()
         if self._ring is not None:
