@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zmq
 
 from verifiedring import (
     BrokenPeerError,
@@ -436,3 +437,24 @@ def test_wait_until_ready_times_out_naming_missing_readers() -> None:
         missing = r"local ranks \[2\] missing.*1 of 1 remote"
         with MessageQueue.create_from_handle(h, 1), pytest.raises(RingTimeoutError, match=missing):
             w.wait_until_ready(timeout=0.3)
+
+
+class _WedgedSocket(_HeldSocket):
+    """A socket whose sends time out, as an XPUB at its high-water mark would."""
+
+    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
+        raise zmq.Again()
+
+
+def test_a_send_that_times_out_is_a_broken_peer_naming_the_frame(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1, 0, max_chunks=2)
+    w = g.writer
+    real = w._local_sock
+    w._local_sock = _WedgedSocket(real)  # type: ignore[assignment]
+    try:
+        with pytest.raises(BrokenPeerError, match="overflow frame seq 0 could not be queued"):
+            w.enqueue(b"B" * 50_000, timeout=T)
+    finally:
+        w._local_sock = real

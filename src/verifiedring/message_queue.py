@@ -85,6 +85,7 @@ from .transport import (
     KIND_NAMES,
     LENGTH,
     READY,
+    SEND_TIMEOUT_MS,
     SHUTDOWN,
     LocalEndpoint,
     Signer,
@@ -504,7 +505,7 @@ class MessageQueue:
                         continue
                     seen.add(rank)
         if self._local_sock is not None:
-            self._local_sock.send(control_header(READY, 0))
+            self._publish(self._local_sock, [control_header(READY, 0)], "READY")
         if self._remote_sock is not None:
             self._send_remote([control_header(READY, 0)])
         self._acked = dict.fromkeys(sorted(seen_remote), 0)
@@ -561,7 +562,7 @@ class MessageQueue:
             if overflow:
                 assert self._local_sock is not None
                 # spec: WriterSendLocalFrame -- the payload, after its marker is published
-                self._local_sock.send_multipart(parts, copy=False)
+                self._publish(self._local_sock, parts, f"overflow frame seq {seq}")
             if remote is not None:
                 self._send_remote(parts)  # spec: WriterSendRemoteFrame (credit taken above)
         self._seq = seq + 1
@@ -576,7 +577,18 @@ class MessageQueue:
 
     def _send_remote(self, parts: list[Any]) -> None:
         assert self._remote_sock is not None
-        self._remote_sock.send_multipart([self._signer.sign(parts), *parts], copy=False)
+        self._publish(self._remote_sock, [self._signer.sign(parts), *parts], "remote frame")
+
+    def _publish(self, sock: zmq.Socket[Any], parts: list[Any], what: str) -> None:
+        """Send on an XPUB; a send blocked past SEND_TIMEOUT_MS is a broken peer."""
+        try:
+            sock.send_multipart(parts, copy=False)
+        except zmq.Again:
+            raise BrokenPeerError(
+                f"writer (pid {os.getpid()}): {what} could not be queued within "
+                f"{SEND_TIMEOUT_MS / 1000:.0f} s: a reader's pipe stayed at its high-water mark, "
+                "which the protocol's window should make impossible; is a reader wedged?"
+            ) from None
 
     def _drain_acks(self) -> None:
         sock = self._ack_sock
@@ -823,7 +835,7 @@ class MessageQueue:
         self._shutdown_total = total = self._seq
         header = control_header(SHUTDOWN, total)
         if self._local_sock is not None:
-            self._local_sock.send(header)
+            self._publish(self._local_sock, [header], "SHUTDOWN")
         if self._remote_sock is not None:
             self._send_remote([header])
 

@@ -39,7 +39,9 @@ side learns of reads in batches of ``lwm = (hwm + 1) // 2``, so it may count up
 to ``lwm - 1`` already-read messages as queued. With ``hwm >= 2 * (window +
 CONTROL_MESSAGES) + 1`` the pipe therefore never reaches its mark while the
 protocol holds (:func:`hwm_for_window`). ``XPUB_NODROP`` is set as well, so
-should the bound ever be wrong a send blocks instead of dropping silently.
+should the bound ever be wrong a send blocks instead of dropping silently, and
+``SNDTIMEO`` bounds that block: after ``SEND_TIMEOUT_MS`` the send fails
+(``zmq.Again``), which the queue reports as a broken peer.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ LENGTH = struct.Struct("<Q")
 
 #: READY and SHUTDOWN: control messages that may share a pipe with the window.
 CONTROL_MESSAGES = 2
+
+#: The longest an XPUB send may block (it never should: see High-water marks).
+SEND_TIMEOUT_MS = 30_000
 
 KEY_BYTES = 32
 MAC_BYTES = 32
@@ -139,6 +144,7 @@ def _xpub(ctx: zmq.Context[Any], hwm: int) -> zmq.Socket[Any]:
     sock: zmq.Socket[Any] = ctx.socket(zmq.XPUB)
     sock.setsockopt(zmq.XPUB_VERBOSE, 1)
     sock.setsockopt(zmq.XPUB_NODROP, 1)
+    sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.setsockopt(zmq.RCVHWM, 0)  # subscription messages: bounded by reader count
     return sock
