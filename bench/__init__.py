@@ -8,20 +8,11 @@ nothing asserts on time.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from types import ModuleType
+
+from stress import discover_commands
 
 
 def discover_benches() -> dict[str, ModuleType]:
-    """Public modules of this package with ``add_arguments`` and ``main``."""
-    benches = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if callable(getattr(module, "add_arguments", None)) and callable(
-            getattr(module, "main", None)
-        ):
-            benches[info.name] = module
-    return benches
+    """The benches: public modules of this package with ``add_arguments`` and ``main``."""
+    return discover_commands(__name__, list(__path__))

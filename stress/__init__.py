@@ -35,15 +35,23 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def discover_kinds() -> dict[str, ModuleType]:
-    """The kinds: public modules of this package with ``add_arguments`` and ``main``."""
-    kinds = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+def discover_commands(package: str, path: list[str]) -> dict[str, ModuleType]:
+    """Public modules of ``package`` (at ``path``) with ``add_arguments`` and ``main``.
+
+    Shared by ``python -m stress`` (kinds) and ``python -m bench`` (benches).
+    """
+    found = {}
+    for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        module = importlib.import_module(f"{package}.{info.name}")
         if callable(getattr(module, "add_arguments", None)) and callable(
             getattr(module, "main", None)
         ):
-            kinds[info.name] = module
-    return kinds
+            found[info.name] = module
+    return found
+
+
+def discover_kinds() -> dict[str, ModuleType]:
+    """The stress kinds."""
+    return discover_commands(__name__, list(__path__))
