@@ -705,7 +705,7 @@ class MessageQueue:
                 raise RingTimeoutError(
                     f"{self._who()} timed out after {time.monotonic() - start:.3f} s waiting "
                     f"for message seq {self._seq} in ring slot {reader.index} "
-                    f"({reader._flag_state()})"
+                    f"({reader.flag_state()})"
                 )
             now = time.monotonic()
             if now >= next_log:

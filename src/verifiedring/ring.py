@@ -236,7 +236,8 @@ class _Cursor:
                 "finish the current with-block before acquiring again"
             )
 
-    def _flag_state(self) -> str:
+    def flag_state(self) -> str:
+        """The flag bytes of this side's current chunk, for diagnostics (not ordered)."""
         flags = self._flags[self.index]
         return f"written={flags[0]}, read flags={list(flags[1:])}"
 
@@ -346,13 +347,13 @@ class WriterCursor(_Cursor):
     def _describe_wait(self) -> str:
         return (
             f"writer of ring {self._name!r} waits for chunk {self.index} to be free "
-            f"({self._flag_state()}); readers {self.unread_by()} have not read it"
+            f"({self.flag_state()}); readers {self.unread_by()} have not read it"
         )
 
     def _timed_out(self, waited: float) -> RingTimeoutError:
         return RingTimeoutError(
             f"writer (pid {os.getpid()}) of ring {self._name!r} timed out after {waited:.3f} s "
-            f"on chunk {self.index}: saw {self._flag_state()}, expected written=0 or every "
+            f"on chunk {self.index}: saw {self.flag_state()}, expected written=0 or every "
             f"read flag 1; readers {self.unread_by()} have not read it"
         )
 
@@ -434,7 +435,7 @@ class ReaderCursor(_Cursor):
     def _describe_wait(self) -> str:
         return (
             f"reader {self.reader} of ring {self._name!r} waits for chunk {self.index} "
-            f"to be published ({self._flag_state()})"
+            f"to be published ({self.flag_state()})"
         )
 
     def _timed_out(self, waited: float) -> RingTimeoutError:
