@@ -19,13 +19,14 @@ Which address remote readers connect to
     :func:`writer_connect_ip` on the writer, only when there are remote readers:
     ``VERIFIEDRING_CONNECT_IP`` if set, else ``VLLM_HOST_IP`` (vLLM's own
     override), else the address the hostname resolves to when it is not a
-    loopback address, else the source address of the default route (a UDP
-    socket ``connect`` sends no packet), else ``127.0.0.1`` (remote readers on
-    this machine only).
+    loopback address, else ``127.0.0.1`` with a warning (remote readers on this
+    machine only). It never probes the network to guess a route: on a multi-host
+    group whose hostname resolves to loopback, set ``VERIFIEDRING_CONNECT_IP``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,8 @@ from ..errors import MisuseError
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
+
+logger = logging.getLogger("verifiedring")
 
 HOST_ID_ENV = "VERIFIEDRING_HOST_ID"
 CONNECT_IP_ENV = "VERIFIEDRING_CONNECT_IP"
@@ -71,14 +74,11 @@ def writer_connect_ip() -> str:
             return ip
     except OSError:
         pass
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            ip = s.getsockname()[0]
-            if isinstance(ip, str) and ip != "0.0.0.0":
-                return ip
-    except OSError:
-        pass
+    logger.warning(
+        "no address for remote readers: the hostname resolves to loopback and neither %s nor "
+        "VLLM_HOST_IP is set; binding 127.0.0.1, which only readers on this host can reach",
+        CONNECT_IP_ENV,
+    )
     return "127.0.0.1"
 
 
