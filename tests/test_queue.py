@@ -458,3 +458,27 @@ def test_a_send_that_times_out_is_a_broken_peer_naming_the_frame(
             w.enqueue(b"B" * 50_000, timeout=T)
     finally:
         w._local_sock = real
+
+
+def test_large_inline_buffers_are_owned_by_the_reader(group: Callable[..., Group]) -> None:
+    """Top-level bytes/bytearray (lent views) and numpy (copied buffers) stored inline
+    come out exact, of the same type, and unchanged after the writer reuses the chunk."""
+    g = group(1, 0, max_chunk_bytes=1 << 20, max_chunks=1)
+    w, r = g.writer, g.readers[0]
+    sent: list[Any] = [
+        bytes(range(256)) * 1024,
+        bytearray(b"\x07" * 300_000),
+        np.arange(70_000, dtype=np.int64),
+    ]
+    got = []
+    for obj in sent:
+        w.enqueue(obj, timeout=T)
+        got.append(r.dequeue(timeout=T))
+    w.enqueue(b"\xff" * 600_000, timeout=T)  # overwrites the only chunk
+    assert r.dequeue(timeout=T) == b"\xff" * 600_000
+    for s, g_ in zip(sent, got, strict=True):
+        assert type(g_) is type(s)
+        if isinstance(s, np.ndarray):
+            assert np.array_equal(g_, s)
+        else:
+            assert g_ == s

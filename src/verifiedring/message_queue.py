@@ -7,7 +7,9 @@ Channels
 --------
 * **Local readers** (same host, ranks in ``local_reader_ranks``) read every
   message from the ring. An object whose serialized form fits in a chunk is
-  stored there whole (``INLINE``); a larger one leaves only an overflow marker
+  stored there whole (``INLINE``, or ``INLINE_LENT`` for a large top-level
+  ``bytes``/``bytearray``, which the reader copies out exactly once); a larger
+  one leaves only an overflow marker
   (``FRAMED`` + its sequence number) in the ring and travels as a multipart
   frame with the same sequence number on the local ipc XPUB.
 * **Remote readers** (every other rank) never touch the ring: they receive
@@ -82,6 +84,7 @@ from .transport import (
     FRAMED,
     HEADER,
     INLINE,
+    INLINE_LENT,
     KIND_NAMES,
     LENGTH,
     READY,
@@ -119,12 +122,15 @@ _LEN = LENGTH.size
 _ACK = struct.Struct("<IQ")  # rank, received count
 
 _PENDING = object()  # _take's result for an overflow marker
+_RING_KINDS = (INLINE, INLINE_LENT, FRAMED)  # what a ring chunk may hold
 
 
-def _fill_inline(chunk: memoryview, seq: int, stream: bytes, bufs: list[memoryview]) -> None:
+def _fill_inline(
+    chunk: memoryview, kind: int, seq: int, stream: bytes, bufs: list[memoryview]
+) -> None:
     """Store an object with out-of-band buffers in a chunk: header, lengths, stream, buffers."""
     nbytes = len(stream)
-    HEADER.pack_into(chunk, 0, INLINE, seq, nbytes, len(bufs))
+    HEADER.pack_into(chunk, 0, kind, seq, nbytes, len(bufs))
     off = _HDR
     for b in bufs:
         LENGTH.pack_into(chunk, off, b.nbytes)
@@ -136,17 +142,26 @@ def _fill_inline(chunk: memoryview, seq: int, stream: bytes, bufs: list[memoryvi
         off += b.nbytes
 
 
-def _load_inline(chunk: memoryview, nbytes: int, nbuf: int) -> Any:
-    """The object :func:`_fill_inline` stored; buffers are copied out (the slot is reused)."""
+def _load_inline(chunk: memoryview, nbytes: int, nbuf: int, lend: bool) -> Any:
+    """The object :func:`_fill_inline` stored, owning its memory (the slot is reused).
+
+    Buffers are copied out of the chunk, or, with ``lend`` (INLINE_LENT: the
+    object's reconstruction copies them itself), lent as views released here.
+    """
     off = _HDR + _LEN * nbuf
     start = off + nbytes
-    buffers = []
+    views = []
     for i in range(nbuf):
         n = LENGTH.unpack_from(chunk, _HDR + _LEN * i)[0]
-        buffers.append(bytearray(chunk[start : start + n]))
+        views.append(chunk[start : start + n])
         start += n
-    with chunk[off : off + nbytes] as stream:
-        return pickle.loads(stream, buffers=buffers)
+    try:
+        buffers = views if lend else [bytearray(v) for v in views]
+        with chunk[off : off + nbytes] as stream:
+            return pickle.loads(stream, buffers=buffers)
+    finally:
+        for v in views:
+            v.release()
 
 
 
@@ -548,7 +563,8 @@ class MessageQueue:
                     if overflow:
                         HEADER.pack_into(c, 0, FRAMED, seq, nbytes, len(bufs))
                     elif bufs:
-                        _fill_inline(c, seq, stream, bufs)
+                        lent = INLINE_LENT if self._serializer.copies_buffers else INLINE
+                        _fill_inline(c, lent, seq, stream, bufs)
                     else:
                         HEADER.pack_into(c, 0, INLINE, seq, nbytes, 0)
                         c[_HDR : _HDR + nbytes] = stream
@@ -667,13 +683,13 @@ class MessageQueue:
         """The object in a ring chunk, or _PENDING after taking an overflow marker."""
         # spec: ReaderTakeSlot -- the caller's with-block releases the slot either way
         kind, seq, nbytes, nbuf = HEADER.unpack_from(chunk)
-        if seq != self._seq or kind > FRAMED:
+        if seq != self._seq or kind not in _RING_KINDS:
             raise self._out_of_order("ring", kind, seq)
         if kind == FRAMED:
             self._pending = seq  # the slot is released on return; the frame is awaited
             return _PENDING
         if nbuf:
-            obj = _load_inline(chunk, nbytes, nbuf)
+            obj = _load_inline(chunk, nbytes, nbuf, lend=kind == INLINE_LENT)
         else:
             with chunk[_HDR : _HDR + nbytes] as stream:
                 obj = pickle.loads(stream)

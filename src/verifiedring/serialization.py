@@ -56,6 +56,10 @@ class Serializer:
     def __init__(self, oob_threshold: int = DEFAULT_OOB_THRESHOLD) -> None:
         self._threshold = oob_threshold
         self._oob: list[memoryview] = []
+        #: True when the last object's out-of-band buffers are copied by its own
+        #: reconstruction (a top-level ``bytes``/``bytearray``), so a reader may
+        #: lend the unpickler views it will release right after loading.
+        self.copies_buffers = False
 
     def _keep(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
@@ -71,6 +75,7 @@ class Serializer:
         target = obj
         if type(obj) in _BYTES_TYPES and len(obj) >= self._threshold:  # type: ignore[arg-type]
             target = _OutOfBand(obj)  # type: ignore[arg-type]
+        self.copies_buffers = target is not obj
         try:
             stream = pickle.dumps(target, protocol=PROTOCOL, buffer_callback=self._keep)
         except Exception as exc:

@@ -65,7 +65,14 @@ INLINE = 0
 FRAMED = 1
 READY = 2
 SHUTDOWN = 3
-KIND_NAMES = {INLINE: "INLINE", FRAMED: "FRAMED", READY: "READY", SHUTDOWN: "SHUTDOWN"}
+#: INLINE whose out-of-band buffers the unpickler copies anyway (a top-level
+#: ``bytes``/``bytearray``): the reader lends it views of the chunk instead of
+#: copying them out first, so a large object costs one copy and one allocation.
+INLINE_LENT = 4
+KIND_NAMES = {
+    INLINE: "INLINE", FRAMED: "FRAMED", READY: "READY", SHUTDOWN: "SHUTDOWN",
+    INLINE_LENT: "INLINE_LENT",
+}
 
 HEADER = struct.Struct("<BQQI")
 LENGTH = struct.Struct("<Q")
