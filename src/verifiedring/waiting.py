@@ -31,23 +31,27 @@ def wait_until(
     on_timeout: Callable[[float], Exception],
     log_interval: float = DEFAULT_LOG_INTERVAL,
 ) -> None:
-    """Return as soon as ``poll()`` is true; poll at least once.
+    """Return as soon as ``poll()`` is true. Call it after a poll that failed.
 
-    ``timeout`` is in seconds (``None``: wait forever; ``0``: poll once).
-    When it runs out, raises ``on_timeout(waited_seconds)``. Every
-    ``log_interval`` seconds of waiting, logs ``describe()`` at WARNING.
+    ``timeout`` is in seconds (``None``: wait forever; ``0``: that failed poll
+    was the only one). When it runs out, raises ``on_timeout(waited_seconds)``;
+    it counts from the end of a first spin of ``SPIN_BATCH`` yields (microseconds).
+    Every ``log_interval`` seconds of waiting, logs ``describe()`` at WARNING.
     """
-    if timeout is not None and timeout < 0:
-        raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
-    if poll():
-        return
+    if timeout is not None:
+        if timeout < 0:
+            raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
+        if timeout == 0:
+            raise on_timeout(0.0)
+    yield_cpu = os.sched_yield
+    for _ in range(SPIN_BATCH):  # most hand-offs end here, before any clock read
+        yield_cpu()
+        if poll():
+            return
     start = time.monotonic()
-    if timeout == 0:
-        raise on_timeout(0.0)
     deadline = None if timeout is None else start + timeout
     next_log = start + log_interval
     sleep = FIRST_SLEEP
-    yield_cpu = os.sched_yield
     while True:
         now = time.monotonic()
         if deadline is not None and now >= deadline:
