@@ -737,13 +737,14 @@ class MessageQueue:
                 continue
 
     def _recv_pending(self, deadline: float | None) -> Any:
-        # spec: ReaderRecvFrame; a RingTimeoutError from _recv is ReaderTimeout, and
-        # leaves self._pending set (the invariant that defeats the known trap)
+        # spec: ReaderRecvFrame
         pending = self._pending
         assert pending is not None and self._local_sock is not None
         if self._stash:
             frames = self._stash.popleft()
         else:
+            # spec: ReaderTimeout -- _recv raises RingTimeoutError and self._pending stays
+            # set, so the retry returns this same object (the known trap cannot happen)
             frames = self._recv(
                 self._local_sock, deadline,
                 f"overflow frame seq {pending} on the local socket (ring slot already released)",
