@@ -13,7 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import segment_exists
-from ring_probe import FlagProbe, RecordingObserver
 
 from verifiedring import (
     BrokenPeerError,
@@ -26,16 +25,19 @@ from verifiedring import (
     WriterCursor,
 )
 from verifiedring.steps import (
-    READER_POLL,
+    READER_POLL_READ_FLAG,
+    READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
     READER_RELEASE,
     WRITER_ABORT,
     WRITER_CLEAR_READ_FLAG,
     WRITER_CLEAR_WRITTEN,
     WRITER_FILL_PAYLOAD,
-    WRITER_POLL,
+    WRITER_POLL_READ_FLAG,
+    WRITER_POLL_WRITTEN,
     WRITER_PUBLISH,
 )
+from verifiedring.testing.probe import FlagProbe, RecordingObserver
 
 CHUNK = 32
 
@@ -97,7 +99,10 @@ def test_write_stores_flags_in_protocol_order() -> None:
         write(rig.w, b"second")
         steps = [(e.action, e.chunk, e.reader, e.before, e.after) for e in rig.rec.events]
         assert steps == [
-            (WRITER_POLL, 0, None, (1, 1, 1, 1), (1, 1, 1, 1)),
+            (WRITER_POLL_WRITTEN, 0, None, (1, 1, 1, 1), (1, 1, 1, 1)),
+            (WRITER_POLL_READ_FLAG, 0, 0, (1, 1, 1, 1), (1, 1, 1, 1)),
+            (WRITER_POLL_READ_FLAG, 0, 1, (1, 1, 1, 1), (1, 1, 1, 1)),
+            (WRITER_POLL_READ_FLAG, 0, 2, (1, 1, 1, 1), (1, 1, 1, 1)),
             (WRITER_CLEAR_WRITTEN, 0, None, (1, 1, 1, 1), (0, 1, 1, 1)),
             (WRITER_FILL_PAYLOAD, 0, None, (0, 1, 1, 1), (0, 1, 1, 1)),
             (WRITER_CLEAR_READ_FLAG, 0, 0, (0, 1, 1, 1), (0, 0, 1, 1)),
@@ -118,13 +123,19 @@ def test_read_stores_only_its_own_flag() -> None:
         assert read(rig.readers[1]) == b"x"
         steps = [(e.actor, e.action, e.chunk, e.before, e.after) for e in rig.rec.events]
         assert steps == [
-            ("reader1", READER_POLL, 0, (1, 0, 0, 0), (1, 0, 0, 0)),
+            ("reader1", READER_POLL_READ_FLAG, 0, (1, 0, 0, 0), (1, 0, 0, 0)),
+            ("reader1", READER_POLL_WRITTEN, 0, (1, 0, 0, 0), (1, 0, 0, 0)),
             ("reader1", READER_READ_PAYLOAD, 0, (1, 0, 0, 0), (1, 0, 0, 0)),
             ("reader1", READER_RELEASE, 0, (1, 0, 0, 0), (1, 0, 1, 0)),
         ], rig.rec.format()
         assert rig.probe.flags(1) == (0, 0, 0, 0)  # the other chunk untouched
     finally:
         rig.close()
+
+
+POLL_STEPS = (
+    READER_POLL_READ_FLAG, READER_POLL_WRITTEN, WRITER_POLL_WRITTEN, WRITER_POLL_READ_FLAG
+)
 
 
 def test_failed_polls_store_nothing() -> None:
@@ -136,11 +147,14 @@ def test_failed_polls_store_nothing() -> None:
         with pytest.raises(RingTimeoutError):
             write(rig.w, b"y", timeout=0)
         for e in rig.rec.events:
-            if e.action in (READER_POLL, WRITER_POLL):
+            if e.action in POLL_STEPS:
                 assert e.before == e.after
-        # timeout=0: exactly one poll, and it stores nothing
-        assert rig.rec.actions("reader0") == [READER_POLL]
-        assert rig.rec.actions("writer")[-2:] == [WRITER_PUBLISH, WRITER_POLL]
+        # timeout=0: exactly one poll, and it stores nothing: the reader's own flag is 0,
+        # so it loads written (0) and stops; the writer sees written=1 and reader 0's flag 0
+        assert rig.rec.actions("reader0") == [READER_POLL_READ_FLAG, READER_POLL_WRITTEN]
+        assert rig.rec.actions("writer")[-3:] == [
+            WRITER_PUBLISH, WRITER_POLL_WRITTEN, WRITER_POLL_READ_FLAG,
+        ]
     finally:
         rig.close()
 
@@ -231,8 +245,10 @@ def test_timeout_reports_how_long_it_waited(rig: Rig) -> None:
 
 
 def test_negative_timeout_is_rejected(rig: Rig) -> None:
-    with pytest.raises(ValueError, match="timeout must be None or >= 0"):
-        read(rig.readers[0], timeout=-1)
+    for bad in (-1, float("nan"), "1", True):
+        with pytest.raises(MisuseError, match=r"timeout must be None or .*>= 0") as info:
+            read(rig.readers[0], timeout=bad)  # type: ignore[arg-type]
+        assert repr(bad) in str(info.value)
     rig.roundtrip(b"ok")
 
 

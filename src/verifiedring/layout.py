@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from .errors import MisuseError
 
 WRITTEN_FLAG_SIZE = 1
+#: Index of ``written`` within a chunk's flag block.
+WRITTEN_POSITION = 0
 
 
 @dataclass(frozen=True)
@@ -79,10 +81,14 @@ class RingLayout:
 
     written_offset = flags_offset
 
+    def read_flag_position(self, reader: int) -> int:
+        """Index of local reader ``reader``'s read flag within a chunk's flag block."""
+        self.check_reader(reader)
+        return WRITTEN_FLAG_SIZE + reader
+
     def read_flag_offset(self, chunk: int, reader: int) -> int:
         """Offset of local reader ``reader``'s read flag for ``chunk``."""
-        self.check_reader(reader)
-        return self.flags_offset(chunk) + WRITTEN_FLAG_SIZE + reader
+        return self.flags_offset(chunk) + self.read_flag_position(reader)
 
     def check_chunk(self, chunk: int) -> None:
         """Raise :class:`MisuseError` unless ``0 <= chunk < max_chunks``."""
@@ -98,9 +104,13 @@ class RingLayout:
                 "index is its position among the local readers, not its global rank"
             )
 
+    def fits(self, nbytes: int) -> bool:
+        """The capacity rule: a message of ``nbytes`` fits in one chunk."""
+        return nbytes <= self.max_chunk_bytes
+
     def check_fits(self, nbytes: int) -> None:
-        """The capacity rule: one message occupies at most one chunk."""
-        if nbytes > self.max_chunk_bytes:
+        """Raise :class:`MisuseError` unless :meth:`fits`."""
+        if not self.fits(nbytes):
             raise MisuseError(
                 f"message of {nbytes} bytes does not fit: a message must fit in one chunk of "
                 f"max_chunk_bytes={self.max_chunk_bytes}"

@@ -3,31 +3,37 @@
 Algorithm (model: ``spec/RingBuffer.tla``; layout: :mod:`verifiedring.layout`)
 ------------------------------------------------------------------------------
 Each side keeps its own chunk index; neither ever reads the other's index.
+Every row is one load or one store of a flag byte, one spec action, and one
+``# spec:`` site below; ``FWn``/``FRn`` are the fences of
+:mod:`verifiedring.ordering`, placed after the step they follow.
 
 Writer, one message, at chunk ``i = windex``::
 
-    WriterPoll           wait until written[i] == 0 or every read[i][*] == 1   FW1
-    WriterClearWritten   written[i] = 0                                       FW2
-    WriterFillPayload    the caller stores the payload into chunk i           FW3
-    WriterClearReadFlag  read[i][r] = 0 for every reader r                    FW4
+    WriterPollWritten    load written[i]; 0: the chunk is free            FW1
+    WriterPollReadFlag   written[i] was 1: load read[i][r], r = 0..N-1;
+                         the first 0 fails the poll; all 1: free          FW1
+    WriterClearWritten   written[i] = 0                                   FW2
+    WriterFillPayload    the caller stores the payload into chunk i       FW3
+    WriterClearReadFlag  read[i][r] = 0, one byte store per reader        FW4
     WriterPublish        written[i] = 1; windex = (i + 1) % max_chunks
     (WriterAbort         the caller raised: stop after WriterFillPayload;
                          chunk i stays unpublished and is reused next)
 
 Reader ``k``, at chunk ``i = rindex``::
 
-    ReaderPoll           wait until written[i] == 1 and read[i][k] == 0       FR1
-    ReaderReadPayload    the caller loads the payload of chunk i              FR2
+    ReaderPollReadFlag   load read[i][k]; 1: the poll fails               FR0
+    ReaderPollWritten    load written[i]; 0: the poll fails               FR1
+    ReaderReadPayload    the caller loads the payload of chunk i          FR2
     ReaderRelease        read[i][k] = 1; rindex = (i + 1) % max_chunks
                          (also when the caller raised: the writer never stalls)
 
-``FWn``/``FRn`` are the fences of :mod:`verifiedring.ordering`, placed after the
-step they follow. Invariants TLC checks for this exact step sequence (names as
-in the spec): no reader loads a chunk while the writer stores into it
-(``NoTornReadInv``); each reader receives exactly the published messages in
-order (``DeliveryInv``); the writer never refills a chunk some reader has not
-read (``NoOverwriteInv``); and with fair scheduling every message reaches every
-reader (``AllDeliveredProp``).
+The reader loads its own flag before ``written``: in the other order a stale
+``written == 1`` from the chunk's previous lap, then a flag just cleared by
+the writer, lets a reader consume a chunk before ``WriterPublish`` (TLC:
+``PublishedBeforeReadInv``). The writer's read-flag loads are safe one at a
+time because a read flag only goes 0 -> 1 while the writer waits. The
+invariants TLC checks for exactly these steps are listed, with the models
+and their bounds, in ``spec/README.md``.
 """
 
 from __future__ import annotations
@@ -37,11 +43,12 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from .errors import ClosedError, MisuseError, RingTimeoutError
-from .layout import RingLayout
+from .layout import WRITTEN_POSITION, RingLayout
 from .ordering import fence
 from .shm import SharedSegment
 from .steps import (
-    READER_POLL,
+    READER_POLL_READ_FLAG,
+    READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
     READER_RELEASE,
     WRITER_ABORT,
@@ -49,12 +56,13 @@ from .steps import (
     WRITER_CLEAR_READ_FLAG,
     WRITER_CLEAR_WRITTEN,
     WRITER_FILL_PAYLOAD,
-    WRITER_POLL,
+    WRITER_POLL_READ_FLAG,
+    WRITER_POLL_WRITTEN,
     WRITER_PUBLISH,
     StepObserver,
     reader_actor,
 )
-from .waiting import DEFAULT_LOG_INTERVAL, wait_until
+from .waiting import DEFAULT_LOG_INTERVAL, Deadline, StallLog, wait_for
 
 # Roles claimed in this process, per segment: (segment name, reader index) for a
 # reader, (segment name, None) for the writer. Two cursors of one role on one
@@ -107,7 +115,6 @@ class ShmRingBuffer:
         # Per-chunk views, made once: the hot path only indexes these lists.
         self._data_views = [buf[o : o + max_chunk_bytes] for o in data]
         self._flag_views = [buf[o : o + lay.flags_per_chunk] for o in flags]
-        self._read_flag_views = [buf[o + 1 : o + lay.flags_per_chunk] for o in flags]
         self._cursors: list[WriterCursor | ReaderCursor] = []
         self._role: str | None = None
 
@@ -182,7 +189,7 @@ class ShmRingBuffer:
         for cursor in self._cursors:
             cursor._detach()
         self._cursors.clear()
-        for views in (self._data_views, self._flag_views, self._read_flag_views):
+        for views in (self._data_views, self._flag_views):
             for view in views:
                 view.release()
         try:
@@ -204,7 +211,7 @@ class ShmRingBuffer:
 
 
 class _Cursor:
-    """State shared by both cursor kinds: views, index, timeout, hold state."""
+    """State shared by both cursor kinds: views, index, hold state."""
 
     actor: str
 
@@ -217,11 +224,9 @@ class _Cursor:
         self._max_chunks = ring.layout.max_chunks
         self._data = ring._data_views
         self._flags = ring._flag_views
-        self._read_flags = ring._read_flag_views
         self.observer = observer
         self.log_interval = log_interval
         self.index = 0  # the next chunk this side will use; private to this side
-        self._timeout: float | None = None
         self._holding = False
         self._closed = False  # set when the ring closes (it detaches every cursor)
         self._claim_key: tuple[str, int | None] = (ring.name, None)
@@ -239,7 +244,13 @@ class _Cursor:
     def flag_state(self) -> str:
         """The flag bytes of this side's current chunk, for diagnostics (not ordered)."""
         flags = self._flags[self.index]
-        return f"written={flags[0]}, read flags={list(flags[1:])}"
+        return f"written={flags[WRITTEN_POSITION]}, read flags={list(flags[1:])}"
+
+    def _stall_log(self) -> StallLog:
+        return StallLog(self._describe_wait, self.log_interval)
+
+    def _describe_wait(self) -> str:
+        raise NotImplementedError
 
     def _detach(self) -> None:
         self._closed = True
@@ -255,46 +266,58 @@ class WriterCursor(_Cursor):
         self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
     ) -> None:
         super().__init__(ring, observer, log_interval)
-        self._all_read = b"\x01" * self._n_reader
-        self._none_read = bytes(self._n_reader)
+        self._positions = [ring.layout.read_flag_position(r) for r in range(self._n_reader)]
 
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
-        """Context manager yielding the next chunk, writable, once it is free.
+        """Wait until the next chunk is free; ``with`` it to fill and publish it.
 
-        On normal exit the chunk is published to every reader; if the body
-        raises, it stays unpublished and the next write reuses it. Raises
-        :class:`RingTimeoutError` if the chunk is not free within ``timeout``.
+        On normal exit of the ``with`` body the chunk is published to every
+        reader; if the body raises, it stays unpublished and the next write
+        reuses it. Raises :class:`RingTimeoutError` if the chunk is not free
+        within ``timeout`` seconds.
         """
-        self._timeout = timeout
+        return self.claim(Deadline.after(timeout))
+
+    def claim(self, deadline: Deadline) -> WriterCursor:
+        """:meth:`acquire_write` with the caller's :class:`Deadline`."""
+        if self._closed or self._holding:
+            self._refuse()
+        if not self._poll_free():
+            wait_for(self._poll_free, deadline, self._stall_log, self._timed_out)
         return self
 
     def _poll_free(self) -> bool:
-        # spec: WriterPoll
         i = self.index
+        flags = self._flags[i]
         obs = self.observer
+        # spec: WriterPollWritten
         if obs is not None:
-            obs.before_step(WRITER_ACTOR, WRITER_POLL, i, None)
-        free = self._flags[i][0] == 0 or self._read_flags[i] == self._all_read
-        if free:
-            fence()  # FW1: the loads that saw the chunk free before any store of this write
+            obs.before_step(WRITER_ACTOR, WRITER_POLL_WRITTEN, i, None)
+        written = flags[WRITTEN_POSITION]
         if obs is not None:
-            obs.after_step(WRITER_ACTOR, WRITER_POLL, i, None)
-        return free
+            obs.after_step(WRITER_ACTOR, WRITER_POLL_WRITTEN, i, None)
+        if written:
+            for r, pos in enumerate(self._positions):
+                # spec: WriterPollReadFlag (one load per reader, in order)
+                if obs is not None:
+                    obs.before_step(WRITER_ACTOR, WRITER_POLL_READ_FLAG, i, r)
+                seen = flags[pos]
+                if obs is not None:
+                    obs.after_step(WRITER_ACTOR, WRITER_POLL_READ_FLAG, i, r)
+                if not seen:
+                    return False
+        fence()  # FW1: the loads that saw the chunk free before any store of this write
+        return True
 
     def __enter__(self) -> memoryview:
         if self._closed or self._holding:
             self._refuse()
-        if not self._poll_free():
-            wait_until(
-                self._poll_free, self._timeout, self._describe_wait, self._timed_out,
-                self.log_interval,
-            )
         i = self.index
         obs = self.observer
         # spec: WriterClearWritten
         if obs is not None:
             obs.before_step(WRITER_ACTOR, WRITER_CLEAR_WRITTEN, i, None)
-        self._flags[i][0] = 0
+        self._flags[i][WRITTEN_POSITION] = 0
         fence()  # FW2: written = 0 before the payload stores
         if obs is not None:
             obs.after_step(WRITER_ACTOR, WRITER_CLEAR_WRITTEN, i, None)
@@ -320,29 +343,28 @@ class WriterCursor(_Cursor):
                 obs.before_step(WRITER_ACTOR, WRITER_ABORT, i, None)
                 obs.after_step(WRITER_ACTOR, WRITER_ABORT, i, None)
             return
+        flags = self._flags[i]
         fence()  # FW3: payload stores before the read-flag clears
-        # spec: WriterClearReadFlag (one store per reader)
-        if obs is None:
-            self._read_flags[i][:] = self._none_read
-        else:
-            read_flags = self._read_flags[i]
-            for r in range(self._n_reader):
+        for r, pos in enumerate(self._positions):
+            # spec: WriterClearReadFlag (one single-byte store per reader, in order)
+            if obs is not None:
                 obs.before_step(WRITER_ACTOR, WRITER_CLEAR_READ_FLAG, i, r)
-                read_flags[r] = 0
+            flags[pos] = 0
+            if obs is not None:
                 obs.after_step(WRITER_ACTOR, WRITER_CLEAR_READ_FLAG, i, r)
         fence()  # FW4: read-flag clears before written = 1
         # spec: WriterPublish
         if obs is not None:
             obs.before_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
-        self._flags[i][0] = 1
+        flags[WRITTEN_POSITION] = 1
         self.index = (i + 1) % self._max_chunks
         if obs is not None:
             obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
 
     def unread_by(self) -> list[int]:
         """Local reader indices that have not read the writer's current chunk."""
-        flags = self._read_flags[self.index]
-        return [r for r in range(self._n_reader) if flags[r] == 0]
+        flags = self._flags[self.index]
+        return [r for r, pos in enumerate(self._positions) if flags[pos] == 0]
 
     def _describe_wait(self) -> str:
         return (
@@ -371,41 +393,61 @@ class ReaderCursor(_Cursor):
         super().__init__(ring, observer, log_interval)
         self.reader = reader
         self.actor = reader_actor(reader)
-        self._own = 1 + reader  # offset of this reader's flag in a chunk's flag block
+        self._own = ring.layout.read_flag_position(reader)
         self._claim_key = (ring.name, reader)
 
     def acquire_read(self, timeout: float | None = None) -> ReaderCursor:
-        """Context manager yielding the next published chunk, read-only by contract.
+        """Wait for the next published chunk; ``with`` it to read it (read-only by contract).
 
-        On exit the chunk is released (marked read by this reader), also when
-        the body raises, so the writer never stalls on it. Raises
-        :class:`RingTimeoutError` if nothing is published within ``timeout``.
+        On exit of the ``with`` body the chunk is released (marked read by
+        this reader), also when the body raises, so the writer never stalls
+        on it. Raises :class:`RingTimeoutError` if nothing is published within
+        ``timeout`` seconds.
         """
-        self._timeout = timeout
+        return self.claim(Deadline.after(timeout))
+
+    def claim(self, deadline: Deadline) -> ReaderCursor:
+        """:meth:`acquire_read` with the caller's :class:`Deadline`."""
+        if self._closed or self._holding:
+            self._refuse()
+        if not self._poll_ready():
+            wait_for(self._poll_ready, deadline, self._stall_log, self._timed_out)
         return self
 
+    def poll(self) -> bool:
+        """One non-blocking poll: true when the next chunk is ready to be entered."""
+        if self._closed or self._holding:
+            self._refuse()
+        return self._poll_ready()
+
     def _poll_ready(self) -> bool:
-        # spec: ReaderPoll
         i = self.index
-        obs = self.observer
-        if obs is not None:
-            obs.before_step(self.actor, READER_POLL, i, None)
         flags = self._flags[i]
-        ready = flags[0] == 1 and flags[self._own] == 0
-        if ready:
-            fence()  # FR1: the loads that saw the chunk ready before the payload loads
+        obs = self.observer
+        actor = self.actor
+        # spec: ReaderPollReadFlag
         if obs is not None:
-            obs.after_step(self.actor, READER_POLL, i, None)
-        return ready
+            obs.before_step(actor, READER_POLL_READ_FLAG, i, None)
+        own = flags[self._own]
+        if obs is not None:
+            obs.after_step(actor, READER_POLL_READ_FLAG, i, None)
+        if own:
+            return False
+        fence()  # FR0: own-flag load before the written load
+        # spec: ReaderPollWritten
+        if obs is not None:
+            obs.before_step(actor, READER_POLL_WRITTEN, i, None)
+        written = flags[WRITTEN_POSITION]
+        if obs is not None:
+            obs.after_step(actor, READER_POLL_WRITTEN, i, None)
+        if not written:
+            return False
+        fence()  # FR1: the loads that saw the chunk ready before the payload loads
+        return True
 
     def __enter__(self) -> memoryview:
         if self._closed or self._holding:
             self._refuse()
-        if not self._poll_ready():
-            wait_until(
-                self._poll_ready, self._timeout, self._describe_wait, self._timed_out,
-                self.log_interval,
-            )
         if self.observer is not None:
             # spec: ReaderReadPayload (the caller's with-body)
             self.observer.before_step(self.actor, READER_READ_PAYLOAD, self.index, None)
@@ -442,6 +484,6 @@ class ReaderCursor(_Cursor):
         flags = self._flags[self.index]
         return RingTimeoutError(
             f"reader {self.reader} (pid {os.getpid()}) of ring {self._name!r} timed out after "
-            f"{waited:.3f} s on chunk {self.index}: saw written={flags[0]}, own read flag="
-            f"{flags[self._own]}, expected written=1 and own read flag 0"
+            f"{waited:.3f} s on chunk {self.index}: saw written={flags[WRITTEN_POSITION]}, "
+            f"own read flag={flags[self._own]}, expected written=1 and own read flag 0"
         )

@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Final, Protocol
 
 # Writer steps, in protocol order.
-WRITER_POLL: Final = "WriterPoll"  # load written + all read flags of its chunk
+WRITER_POLL_WRITTEN: Final = "WriterPollWritten"  # load written of its chunk
+WRITER_POLL_READ_FLAG: Final = "WriterPollReadFlag"  # load read[r], once per reader (written=1)
 WRITER_CLEAR_WRITTEN: Final = "WriterClearWritten"  # store written = 0
 WRITER_FILL_PAYLOAD: Final = "WriterFillPayload"  # caller stores the payload
 WRITER_ABORT: Final = "WriterAbort"  # caller raised: chunk stays unpublished
@@ -25,19 +26,23 @@ WRITER_CLEAR_READ_FLAG: Final = "WriterClearReadFlag"  # store read[r] = 0, once
 WRITER_PUBLISH: Final = "WriterPublish"  # store written = 1, advance index
 
 # Reader steps, in protocol order.
-READER_POLL: Final = "ReaderPoll"  # load written + own read flag of its chunk
+READER_POLL_READ_FLAG: Final = "ReaderPollReadFlag"  # load own read flag of its chunk
+READER_POLL_WRITTEN: Final = "ReaderPollWritten"  # load written of its chunk (own flag was 0)
 READER_READ_PAYLOAD: Final = "ReaderReadPayload"  # caller loads the payload
 READER_RELEASE: Final = "ReaderRelease"  # store own read flag = 1, advance index
 
 WRITER_STEPS: Final = (
-    WRITER_POLL,
+    WRITER_POLL_WRITTEN,
+    WRITER_POLL_READ_FLAG,
     WRITER_CLEAR_WRITTEN,
     WRITER_FILL_PAYLOAD,
     WRITER_ABORT,
     WRITER_CLEAR_READ_FLAG,
     WRITER_PUBLISH,
 )
-READER_STEPS: Final = (READER_POLL, READER_READ_PAYLOAD, READER_RELEASE)
+READER_STEPS: Final = (
+    READER_POLL_READ_FLAG, READER_POLL_WRITTEN, READER_READ_PAYLOAD, READER_RELEASE
+)
 ALL_STEPS: Final = WRITER_STEPS + READER_STEPS
 
 WRITER_ACTOR: Final = "writer"
@@ -55,7 +60,9 @@ class StepObserver(Protocol):
     (a deterministic scheduler uses this to run one actor at a time);
     ``after_step`` runs once the step's store or load has happened. ``chunk``
     is the chunk index the step acts on; ``reader`` is the read-flag index a
-    ``WriterClearReadFlag`` step clears, else ``None``.
+    ``WriterPollReadFlag`` step loads or a ``WriterClearReadFlag`` step
+    clears, else ``None``. Production and observed runs execute the same
+    statements: the observer only adds calls around them.
     """
 
     def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None: ...

@@ -1,19 +1,30 @@
-"""Bounded waiting: spin politely, then back off, log who is stuck, time out.
+"""The one waiting vocabulary: a deadline, a stall log, and two ways to wait.
 
-A wait polls a condition. For the first ``SPIN_SECONDS`` it yields the CPU
-between polls (``os.sched_yield``), which keeps hand-off latency in the
-microseconds when the peer is running; after that it sleeps, doubling from
-``FIRST_SLEEP`` up to ``MAX_SLEEP``, so an idle reader costs well under 1% of a
-core. While a wait lasts longer than ``log_interval`` it logs one warning per
-interval naming what it waits for.
+* :class:`Deadline` is made once from the caller's ``timeout`` (validated here,
+  and only here) and passed down unchanged to every wait of that call.
+* :class:`StallLog` logs one warning per interval while a wait lasts, naming
+  who waits for what and for how long (the real elapsed time of the call).
+* :func:`wait_for` waits on shared memory: it polls a condition, yielding the
+  CPU between polls for the first ``SPIN_SECONDS`` (hand-off latency stays in
+  the microseconds while the peer runs), then sleeps, doubling from
+  ``FIRST_SLEEP`` up to ``MAX_SLEEP`` (an idle waiter costs well under 1% of a
+  core).
+* :func:`wait_readable` waits on something with a blocking, bounded poll (a
+  socket): it blocks at most until the deadline or the next stall log.
+
+Both raise ``on_timeout(elapsed_seconds)`` when the deadline passes, and both
+are called after a poll that failed: ``timeout=0`` polls exactly once.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
+
+from .errors import MisuseError
 
 SPIN_SECONDS = 1e-3
 SPIN_BATCH = 16  # polls between clock reads while spinning
@@ -23,53 +34,135 @@ DEFAULT_LOG_INTERVAL = 10.0
 
 logger = logging.getLogger("verifiedring")
 
+_monotonic = time.monotonic
 
-def wait_until(
-    poll: Callable[[], bool],
-    timeout: float | None,
-    describe: Callable[[], str],
-    on_timeout: Callable[[float], Exception],
-    log_interval: float = DEFAULT_LOG_INTERVAL,
-) -> None:
-    """Return as soon as ``poll()`` is true. Call it after a poll that failed.
 
-    ``timeout`` is in seconds (``None``: wait forever; ``0``: that failed poll
-    was the only one). When it runs out, raises ``on_timeout(waited_seconds)``;
-    it counts from the end of a first spin of ``SPIN_BATCH`` yields (microseconds).
-    Every ``log_interval`` seconds of waiting, logs ``describe()`` at WARNING.
+class Deadline:
+    """When a call's waits must end: ``at`` on the monotonic clock, or never (``None``).
+
+    ``started`` is when the call began, so errors and logs report the real
+    elapsed time of the call, not of one wait inside it.
     """
-    if timeout is not None:
-        if timeout < 0:
-            raise ValueError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
-        if timeout == 0:
-            raise on_timeout(0.0)
+
+    __slots__ = ("at", "started")
+
+    def __init__(self, at: float | None, started: float) -> None:
+        self.at = at
+        self.started = started
+
+    @classmethod
+    def after(cls, timeout: float | None) -> Deadline:
+        """The deadline ``timeout`` seconds from now; ``None`` or ``inf``: never.
+
+        Raises :class:`MisuseError` naming the value for a negative, NaN or
+        non-numeric timeout.
+        """
+        if timeout is None:
+            return FOREVER
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise MisuseError(
+                f"timeout must be None or a number of seconds >= 0, got {timeout!r}"
+            )
+        if not timeout >= 0:  # also catches NaN
+            raise MisuseError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
+        now = _monotonic()
+        return cls(None if math.isinf(timeout) else now + timeout, now)
+
+    def remaining(self) -> float | None:
+        """Seconds left (never negative), or ``None`` for no deadline."""
+        at = self.at
+        return None if at is None else max(at - _monotonic(), 0.0)
+
+    def elapsed(self) -> float:
+        """Seconds since the call that made this deadline began."""
+        return _monotonic() - self.started
+
+
+#: The deadline of ``timeout=None``: shared, so an untimed call allocates nothing.
+FOREVER = Deadline(None, 0.0)
+
+
+class StallLog:
+    """Logs ``describe()`` at WARNING once per ``interval`` while a wait lasts."""
+
+    __slots__ = ("_describe", "_interval", "_began", "_next")
+
+    def __init__(self, describe: Callable[[], str], interval: float = DEFAULT_LOG_INTERVAL):
+        self._describe = describe
+        self._interval = interval
+        self._began = _monotonic()
+        self._next = self._began + interval
+
+    def tick(self, now: float) -> None:
+        """Log if an interval has passed since the last line (or the start)."""
+        if now >= self._next:
+            logger.warning(
+                "pid %d still waiting after %.1f s: %s",
+                os.getpid(), now - self._began, self._describe(),
+            )
+            self._next = now + self._interval
+
+    def next_at(self) -> float:
+        """When the next line is due."""
+        return self._next
+
+
+def _expired(deadline: Deadline, now: float) -> bool:
+    return deadline.at is not None and now >= deadline.at
+
+
+def wait_for(
+    poll: Callable[[], bool],
+    deadline: Deadline,
+    stall: Callable[[], StallLog],
+    on_timeout: Callable[[float], Exception],
+) -> None:
+    """Return as soon as ``poll()`` is true; call it after a poll that failed.
+
+    ``stall`` makes the stall log, and is called only once the wait outlasts
+    its first spin (the common hand-off never builds one).
+    """
+    if _expired(deadline, _monotonic()):
+        raise on_timeout(deadline.elapsed())
     yield_cpu = os.sched_yield
     for _ in range(SPIN_BATCH):  # most hand-offs end here, before any clock read
         yield_cpu()
         if poll():
             return
-    start = time.monotonic()
-    deadline = None if timeout is None else start + timeout
-    next_log = start + log_interval
+    log = stall()
+    start = _monotonic()
     sleep = FIRST_SLEEP
     while True:
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            raise on_timeout(now - start)
-        if now >= next_log:
-            logger.warning(
-                "pid %d still waiting after %.1f s: %s", os.getpid(), now - start, describe()
-            )
-            next_log = now + log_interval
+        now = _monotonic()
+        if _expired(deadline, now):
+            raise on_timeout(deadline.elapsed())
+        log.tick(now)
         if now - start < SPIN_SECONDS:
             for _ in range(SPIN_BATCH):  # no clock read between these polls
                 yield_cpu()
                 if poll():
                     return
         else:
-            if deadline is not None:
-                sleep = min(sleep, max(deadline - now, 0.0))
-            time.sleep(sleep)
+            at = deadline.at
+            time.sleep(sleep if at is None else min(sleep, max(at - now, 0.0)))
             sleep = min(sleep * 2, MAX_SLEEP)
             if poll():
                 return
+
+
+def wait_readable(
+    poll_ms: Callable[[int], bool],
+    deadline: Deadline,
+    log: StallLog,
+    on_timeout: Callable[[float], Exception],
+) -> None:
+    """Return once ``poll_ms(ms)`` (a poll that blocks at most ``ms``) reports ready."""
+    while True:
+        now = _monotonic()
+        at = deadline.at
+        if at is not None and now >= at:
+            raise on_timeout(deadline.elapsed())
+        log.tick(now)
+        until = log.next_at() if at is None else min(at, log.next_at())
+        if poll_ms(max(int((until - now) * 1000) + 1, 1)):
+            return
