@@ -1,6 +1,6 @@
-"""Multiprocess tests of verifiedring.dist over gloo (CPU): spawned worlds of 2-3 ranks.
+"""Multiprocess tests of verifiedring.distributed over gloo (CPU): spawned worlds of 2-3 ranks.
 
-Each world runs many checks (see tests/dist_worlds.py); a rank's failure is
+Each world runs many checks (see tests/support/dist_worlds.py); a rank's failure is
 re-raised here with its rank and traceback by run_group.
 """
 
@@ -10,10 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import dist_worlds  # noqa: E402
+from support import dist_worlds  # noqa: E402
 
-from verifiedring.dist import run_group  # noqa: E402
-from verifiedring.dist.group import CONNECT_IP_ENV, HOST_ID_ENV  # noqa: E402
+from verifiedring.distributed.group import CONNECT_IP_ENV, HOST_ID_ENV  # noqa: E402
+from verifiedring.testing.launcher import run_group  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -1,4 +1,4 @@
-"""verifiedring.dist with CUDA tensors: NCCL with >= 2 GPUs, gloo-carried CUDA with 1.
+"""verifiedring.distributed with CUDA tensors: NCCL with >= 2 GPUs, gloo-carried CUDA with 1.
 
 Skips cleanly (with the reason) where CUDA is absent. `make gpu-check` runs these.
 """
@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import dist_worlds  # noqa: E402
+from support import dist_worlds  # noqa: E402
 
-from verifiedring.dist import run_group  # noqa: E402
+from verifiedring.testing.launcher import run_group  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(240)]
 

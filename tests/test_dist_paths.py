@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from verifiedring.dist.paths import (  # noqa: E402
+from verifiedring.distributed.paths import (  # noqa: E402
     PlanCache,
     RefillPlan,
     apply,
@@ -27,13 +27,13 @@ from verifiedring.dist.paths import (  # noqa: E402
     format_path,
     refill,
 )
-from verifiedring.dist.testing import (  # noqa: E402
+from verifiedring.distributed.transfer import TensorMeta  # noqa: E402
+from verifiedring.errors import MisuseError  # noqa: E402
+from verifiedring.testing.samples import (  # noqa: E402
     assert_mirrors,
     blank_like,
     nested_metadata,
 )
-from verifiedring.dist.transfer import TensorMeta  # noqa: E402
-from verifiedring.errors import MisuseError  # noqa: E402
 
 
 @dataclass

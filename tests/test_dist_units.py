@@ -1,4 +1,4 @@
-"""verifiedring.dist pieces that need no process group."""
+"""verifiedring.distributed pieces that need no process group."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from verifiedring.dist.group import (  # noqa: E402
+from verifiedring.distributed.group import (  # noqa: E402
     CONNECT_IP_ENV,
     HOST_ID_ENV,
     host_identity,
     writer_connect_ip,
 )
-from verifiedring.dist.transfer import TensorMeta, TransferOptions, plan_buckets  # noqa: E402
+from verifiedring.distributed.transfer import TensorMeta, TransferOptions, plan_buckets  # noqa: E402
 
 
-def test_importing_verifiedring_and_dist_does_not_import_torch() -> None:
+def test_importing_verifiedring_distributed_and_testing_does_not_import_torch() -> None:
     code = (
-        "import sys, verifiedring, verifiedring.dist\n"
+        "import sys, verifiedring, verifiedring.distributed, verifiedring.testing\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

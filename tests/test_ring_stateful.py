@@ -3,8 +3,8 @@
 ``RingMachine`` has one hypothesis rule per action of ``spec/RingBuffer.tla``
 (the names in :mod:`verifiedring.steps`). The writer and each reader run the
 real cursors (``with writer.acquire_write()`` / ``with reader.acquire_read()``)
-in their own threads; a :class:`Scheduler` installed as their
-:class:`~verifiedring.steps.StepObserver` parks every thread in ``before_step``
+in their own threads; a :class:`~verifiedring.testing.scheduler.Scheduler`
+installed as their :class:`~verifiedring.steps.StepObserver` parks every thread in ``before_step``
 until a rule grants it that step. A rule's precondition is the spec's enabling
 condition, "this actor's next step is this action"; the rule grants exactly
 one step to one actor and waits until the actor parks at its next step. So
@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import struct
 import threading
-import traceback
-from dataclasses import dataclass, field
+from functools import partial
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -39,7 +38,6 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-from ring_probe import FlagProbe, RecordingObserver
 
 from verifiedring import ShmRingBuffer
 from verifiedring.ring import ReaderCursor, WriterCursor
@@ -56,173 +54,50 @@ from verifiedring.steps import (
     WRITER_PUBLISH,
     reader_actor,
 )
+from verifiedring.testing.probe import FlagProbe, RecordingObserver
+from verifiedring.testing.scheduler import HANDOFF_TIMEOUT, Actor, Scheduler
 
 HEADER = struct.Struct("<H")  # payload length
 MAX_PAYLOAD = 12
 CHUNK_BYTES = HEADER.size + MAX_PAYLOAD
-HANDOFF_TIMEOUT = 10.0  # seconds; a hand-off slower than this is a hang
 TRACE_TAIL = 80  # steps of trace shown in a failure message
 
 # The writer's with-body, after storing the payload, waits for one of these.
 AFTER_FILL = (WRITER_ABORT, WRITER_CLEAR_READ_FLAG)
 
 
-class _Stop(BaseException):
-    """Raised inside an actor thread to unwind it at teardown."""
-
-
 class _BodyRaised(Exception):
     """The with-body raising on purpose (WriterAbort, a reader's failing read)."""
 
 
-@dataclass
-class Actor:
-    """One thread's position in the protocol, as the scheduler sees it."""
-
-    name: str
-    pending: tuple[str, ...] = ()  # the steps it may be granted next; () while it runs
-    chunk: int = -1  # the chunk of its pending step
-    grant: tuple[str, object] | None = None  # set by a rule, taken by the thread
-    data: object = None  # what the last grant carried for the with-body
-    pregranted: str | None = None  # a step already chosen by the rule that ran the body
-    done: bool = False
-    error: str | None = None
-    delivered: list[bytes] = field(default_factory=list)  # reader: payloads consumed
-
-
-class Scheduler:
-    """A StepObserver that runs one actor at a time: every step waits for a grant."""
-
-    def __init__(self, recorder: RecordingObserver) -> None:
-        self.recorder = recorder
-        self.actors: dict[str, Actor] = {}
-        self._cond = threading.Condition()
-        self._stopping = False
-
-    # -- StepObserver (runs in the actor threads) -------------------------------------
-
-    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        a = self.actors[actor]
-        with self._cond:
-            if a.pregranted == action:
-                a.pregranted = None
-            else:
-                a.data = self._park(a, (action,), chunk)[1]
-        self.recorder.before_step(actor, action, chunk, reader)
-
-    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        self.recorder.after_step(actor, action, chunk, reader)
-
-    # -- actor side -------------------------------------------------------------------
-
-    def park(self, actor: str, steps: tuple[str, ...], chunk: int) -> tuple[str, object]:
-        """Wait inside a with-body until a rule grants one of ``steps``; that
-        step then runs without a second grant when the cursor reaches it."""
-        a = self.actors[actor]
-        with self._cond:
-            action, data = self._park(a, steps, chunk)
-            a.pregranted = action
-        return action, data
-
-    def _park(self, a: Actor, steps: tuple[str, ...], chunk: int) -> tuple[str, object]:
-        a.pending, a.chunk = steps, chunk
-        self._cond.notify_all()
-        granted = self._cond.wait_for(
-            lambda: a.grant is not None or self._stopping, HANDOFF_TIMEOUT
-        )
-        if self._stopping:
-            raise _Stop
-        if not granted or a.grant is None:
-            a.error = f"{a.name} waited {HANDOFF_TIMEOUT} s at {steps} for a grant"
-            raise _Stop
-        action, data = a.grant
-        a.grant = None
-        return action, data
-
-    def finished(self, actor: str, error: str | None) -> None:
-        a = self.actors[actor]
-        with self._cond:
-            a.done, a.pending = True, ()
-            a.error = a.error or error
-            self._cond.notify_all()
-
-    # -- rule side (the hypothesis thread) -------------------------------------------
-
-    def grant(self, actor: str, action: str, data: object = None) -> str | None:
-        """Let ``actor`` run ``action``; wait until it parks at its next step.
-
-        Returns None, or what went wrong (the actor hung or died)."""
-        a = self.actors[actor]
-        with self._cond:
-            if action not in a.pending:
-                return f"{actor} is at {a.pending}, not at {action}"
-            a.pending, a.grant = (), (action, data)
-            self._cond.notify_all()
-            if not self._cond.wait_for(lambda: bool(a.pending) or a.done, HANDOFF_TIMEOUT):
-                return f"{actor} did not reach its next step within {HANDOFF_TIMEOUT} s"
-            if a.done:
-                return f"{actor} stopped: {a.error or 'its thread ended'}"
-        return None
-
-    def wait_parked(self, actor: str) -> str | None:
-        a = self.actors[actor]
-        with self._cond:
-            if not self._cond.wait_for(lambda: bool(a.pending) or a.done, HANDOFF_TIMEOUT):
-                return f"{actor} did not reach its first step within {HANDOFF_TIMEOUT} s"
-        return a.error
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-
-
-def _run_writer(sched: Scheduler, cursor: WriterCursor) -> None:
-    """The writer thread: one `with acquire_write()` after another."""
-    error = None
+def _writer_body(sched: Scheduler, cursor: WriterCursor) -> None:
+    """One `with acquire_write()` of the writer thread."""
     try:
-        while True:
-            try:
-                with cursor.acquire_write() as buf:
-                    payload = sched.actors[WRITER_ACTOR].data
-                    assert isinstance(payload, bytes)
-                    buf[: HEADER.size] = HEADER.pack(len(payload))
-                    buf[HEADER.size : HEADER.size + len(payload)] = payload
-                    action, scribble = sched.park(WRITER_ACTOR, AFTER_FILL, cursor.index)
-                    if action == WRITER_ABORT:
-                        assert isinstance(scribble, bytes)
-                        buf[: len(scribble)] = scribble  # a partial store, then raise
-                        raise _BodyRaised
-            except _BodyRaised:
-                pass
-    except _Stop:
+        with cursor.acquire_write() as buf:
+            payload = sched.actors[WRITER_ACTOR].data
+            assert isinstance(payload, bytes)
+            buf[: HEADER.size] = HEADER.pack(len(payload))
+            buf[HEADER.size : HEADER.size + len(payload)] = payload
+            action, scribble = sched.park(WRITER_ACTOR, AFTER_FILL, cursor.index)
+            if action == WRITER_ABORT:
+                assert isinstance(scribble, bytes)
+                buf[: len(scribble)] = scribble  # a partial store, then raise
+                raise _BodyRaised
+    except _BodyRaised:
         pass
-    except BaseException:
-        error = traceback.format_exc()
-    finally:
-        sched.finished(WRITER_ACTOR, error)
 
 
-def _run_reader(sched: Scheduler, cursor: ReaderCursor) -> None:
-    """A reader thread: one `with acquire_read()` after another."""
+def _reader_body(sched: Scheduler, cursor: ReaderCursor) -> None:
+    """One `with acquire_read()` of a reader thread."""
     a = sched.actors[cursor.actor]
-    error = None
     try:
-        while True:
-            try:
-                with cursor.acquire_read() as buf:
-                    (n,) = HEADER.unpack_from(buf)
-                    a.delivered.append(bytes(buf[HEADER.size : HEADER.size + n]))
-                    if a.data:
-                        raise _BodyRaised
-            except _BodyRaised:
-                pass
-    except _Stop:
+        with cursor.acquire_read() as buf:
+            (n,) = HEADER.unpack_from(buf)
+            a.delivered.append(bytes(buf[HEADER.size : HEADER.size + n]))
+            if a.data:
+                raise _BodyRaised
+    except _BodyRaised:
         pass
-    except BaseException:
-        error = traceback.format_exc()
-    finally:
-        sched.finished(cursor.actor, error)
 
 
 class RingMachine(RuleBasedStateMachine):
@@ -252,14 +127,9 @@ class RingMachine(RuleBasedStateMachine):
         self.chunk_msg = [None] * max_chunks
         writer = ring.writer(observer=sched, log_interval=1e9)
         readers = [readers_ring.reader(k, sched, log_interval=1e9) for k in range(n_reader)]
-        sched.actors[WRITER_ACTOR] = Actor(WRITER_ACTOR)
-        self.threads.append(threading.Thread(target=_run_writer, args=(sched, writer)))
+        self.threads.append(sched.start_actor(WRITER_ACTOR, partial(_writer_body, sched, writer)))
         for r in readers:
-            sched.actors[r.actor] = Actor(r.actor)
-            self.threads.append(threading.Thread(target=_run_reader, args=(sched, r)))
-        for t in self.threads:
-            t.daemon = True
-            t.start()
+            self.threads.append(sched.start_actor(r.actor, partial(_reader_body, sched, r)))
         for name in sched.actors:
             self._check(sched.wait_parked(name))
 

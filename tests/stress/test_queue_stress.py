@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from stress_harness import run_stress
+from support.stress_cli import run_stress
 
 OBJECTS = 2000  # the standalone default is 10,000; this keeps each run well under 60 s
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from stress_harness import run_stress
+from support.stress_cli import run_stress
 
 MESSAGES = 3000
 

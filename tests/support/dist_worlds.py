@@ -1,4 +1,4 @@
-"""Rank bodies for the multiprocess dist tests (run by verifiedring.dist.run_group).
+"""Rank bodies for the multiprocess dist tests (run by verifiedring.testing.launcher.run_group).
 
 Each body checks what it receives against values it builds itself from the
 same seeds (bit for bit), raises AssertionError on the first difference, and
@@ -14,8 +14,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from verifiedring.dist import GroupBroadcaster, PlanCache, TransferOptions, WorkerGroup
-from verifiedring.dist.testing import (
+from verifiedring.distributed import GroupBroadcaster, PlanCache, TransferOptions, WorkerGroup
+from verifiedring.errors import BrokenPeerError
+from verifiedring.testing.samples import (
     assert_bits_equal,
     assert_mirrors,
     blank_like,
@@ -23,7 +24,6 @@ from verifiedring.dist.testing import (
     nested_metadata,
     special_tensors,
 )
-from verifiedring.errors import BrokenPeerError
 
 SMALL_SINGLES = TransferOptions(large_bytes=64 << 10)  # "large" in special_tensors goes alone
 

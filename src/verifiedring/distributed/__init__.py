@@ -10,7 +10,9 @@ module (and torch) on first use.
 * :func:`collect` / :func:`apply` / :class:`RefillPlan` -- path refill of nested
   metadata (dataclasses, dicts, lists, tuples, tensors) into a receiver's object.
 * :class:`WorkerGroup` -- method-call broadcast: ``run_workers`` and ``worker_loop``.
-* :func:`run_group` -- spawn a bounded multiprocess world (tests, stress, bench).
+
+Tools for testing code built on this layer (sample payloads, exact comparisons,
+a bounded multiprocess world) live in :mod:`verifiedring.testing`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
         broadcast_tensor_dict,
     )
     from .group import create_from_process_group, host_identity, writer_connect_ip
-    from .launch import run_group
     from .paths import PlanCache, Refill, RefillPlan, apply, collect, format_path, refill
     from .transfer import TensorMeta, TransferOptions
     from .workers import WorkerGroup
@@ -39,7 +40,6 @@ _LAZY = {
     "create_from_process_group": "group",
     "host_identity": "group",
     "writer_connect_ip": "group",
-    "run_group": "launch",
     "PlanCache": "paths",
     "Refill": "paths",
     "RefillPlan": "paths",
@@ -69,7 +69,6 @@ __all__ = [
     "format_path",
     "host_identity",
     "refill",
-    "run_group",
     "writer_connect_ip",
 ]
 

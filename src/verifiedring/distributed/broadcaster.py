@@ -8,14 +8,14 @@ and a MessageQueue whose writer is group rank ``queue_src``.
   writer (microseconds on one host); from any other ``src``, through
   ``broadcast_object_list`` over the CPU group (correct, slower).
 * ``broadcast_tensor_dict(d, src)``: the manifest (keys, non-tensor values and a
-  :class:`~verifiedring.dist.transfer.TensorMeta` per tensor) as one object,
+  :class:`~verifiedring.distributed.transfer.TensorMeta` per tensor) as one object,
   receivers allocate with ``torch.empty``, then the tensors, coalesced, over
-  the groups (:func:`~verifiedring.dist.transfer.broadcast_tensors`). Receivers
+  the groups (:func:`~verifiedring.distributed.transfer.broadcast_tensors`). Receivers
   get a new dict in the sender's key order; the sender gets its own dict back.
 * ``broadcast_nested(obj, src, cache)``: path refill of nested metadata
-  (:mod:`verifiedring.dist.paths`); receivers pass their own object of the same
+  (:mod:`verifiedring.distributed.paths`); receivers pass their own object of the same
   structure and get it refilled (use the return value: a root tuple is rebuilt).
-  With a :class:`~verifiedring.dist.paths.PlanCache` the per-step cost drops to
+  With a :class:`~verifiedring.distributed.paths.PlanCache` the per-step cost drops to
   the compiled plan's.
 
 Every call is collective over the group: every rank calls it with the same

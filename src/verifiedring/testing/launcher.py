@@ -1,13 +1,18 @@
-"""Spawn a bounded torch.distributed world and collect each rank's result.
+"""One bounded multiprocess supervisor for tests, ``stress/`` and ``bench/``.
 
-:func:`run_group` is what the tests, ``stress/gloo.py``, ``stress/nccl.py`` and
-the benches use: ``spawn`` processes, a FileStore rendezvous in a fresh
-temporary directory (no port races), one thread per process, every collective
-bounded by ``collective_timeout``, the whole run bounded by ``timeout``. A rank
-that raises is reported with its rank and traceback; ranks still running after
-a failure (likely blocked in a collective with the failed rank) get a short
-grace period, then are killed, as are all ranks at the deadline. Only the
-processes this call started are ever killed.
+:class:`Supervisor` starts one ``spawn`` process per :class:`Task`, collects
+what each returned (or the traceback of what it raised), and bounds the whole
+run: once one process has failed, the others (likely blocked on the failed
+one) get ``failure_grace`` seconds, then are killed; at the deadline every
+process still running is killed. Each ends with one :class:`Outcome`. Only the
+processes a supervisor started are ever killed, and leaving its ``with`` block
+kills and reaps any still running, whatever happened in the parent meanwhile.
+
+:func:`run_tasks` is the one-call form that raises on any failure, and
+:func:`run_group` builds a torch.distributed world on it: a FileStore
+rendezvous in a fresh temporary directory (no port races), every collective
+bounded by ``collective_timeout``. torch is imported only inside the spawned
+ranks of :func:`run_group`.
 """
 
 from __future__ import annotations
@@ -18,48 +23,194 @@ import queue as queue_mod
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from types import TracebackType
 from typing import Any
 
-from ..errors import BrokenPeerError, RingTimeoutError
+from ..errors import BrokenPeerError, MisuseError, RingTimeoutError
 
-FAILURE_GRACE = 5.0
+FAILURE_GRACE = 5.0  # seconds the others may run on after one process failed
+JOIN_TIMEOUT = 5.0  # seconds to reap a process after it ended or was killed
+POLL = 0.2  # seconds between checks for processes that died without reporting
+
+OK = "ok"  # returned a value
+RAISED = "raised"  # the task raised; ``error`` is its traceback
+DIED = "died"  # the process ended without reporting (a crash, os._exit, a signal)
+TIMED_OUT = "timed out"  # still running at the deadline; killed
+STOPPED = "stopped"  # still running ``failure_grace`` after another one failed; killed
 
 
-def _entry(
+@dataclass(frozen=True)
+class Task:
+    """``target(*args)`` in its own process, with ``env`` added to its environment.
+
+    ``target`` must be importable by name (a module-level function) and its
+    arguments and return value picklable, as the process is spawned.
+    """
+
+    target: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    name: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one task ended: ``status`` is one of OK, RAISED, DIED, TIMED_OUT, STOPPED."""
+
+    name: str
+    status: str
+    value: Any = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def failed(self) -> bool:
+        """It raised or died (rather than being stopped by the supervisor)."""
+        return self.status in (RAISED, DIED)
+
+    def describe(self) -> str:
+        return f"{self.name} {self.status}" + (f": {self.error}" if self.error else "")
+
+
+def _child(index: int, task: Task, results: Any) -> None:
+    os.environ.update(task.env)
+    try:
+        value = task.target(*task.args)
+    except BaseException as e:
+        results.put((index, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+    else:
+        results.put((index, True, value))
+
+
+class Supervisor:
+    """Runs ``tasks``, one spawned process each; use as a context manager.
+
+    ``with Supervisor(tasks) as run: ...; outcomes = run.wait(timeout)``: the
+    parent may do its own part of the work between starting and waiting.
+    """
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        if not tasks:
+            raise MisuseError("Supervisor: no tasks to run")
+        ctx = mp.get_context("spawn")
+        self._results: Any = ctx.Queue()
+        self.names = [t.name or f"task{i}" for i, t in enumerate(tasks)]
+        self._procs = [
+            ctx.Process(target=_child, args=(i, t, self._results), name=self.names[i])
+            for i, t in enumerate(tasks)
+        ]
+        self._started = False
+
+    def __enter__(self) -> Supervisor:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._started:
+            raise MisuseError("Supervisor.start: already started")
+        self._started = True
+        for p in self._procs:
+            p.start()
+
+    def wait(self, timeout: float, *, failure_grace: float = FAILURE_GRACE) -> list[Outcome]:
+        """Each task's outcome, in task order, within ``timeout`` seconds from now."""
+        if not self._started:
+            raise MisuseError("Supervisor.wait: not started")
+        n = len(self._procs)
+        done: dict[int, Outcome] = {}
+        exited: set[int] = set()  # seen ended at an earlier poll, not yet reported
+        deadline = time.monotonic() + timeout
+        while len(done) < n and (now := time.monotonic()) < deadline:
+            try:
+                i, ok, value = self._results.get(timeout=min(POLL, deadline - now))
+            except queue_mod.Empty:
+                for i in exited - done.keys():  # a report would have arrived by now
+                    code = self._procs[i].exitcode
+                    done[i] = Outcome(self.names[i], DIED, error=f"exit code {code}, no report")
+                exited = {i for i, p in enumerate(self._procs) if p.exitcode is not None}
+            else:
+                status, error = (OK, "") if ok else (RAISED, value)
+                done[i] = Outcome(self.names[i], status, value if ok else None, error)
+            if any(o.failed for o in done.values()):
+                deadline = min(deadline, time.monotonic() + failure_grace)
+        if any(o.failed for o in done.values()):
+            late = Outcome("", STOPPED, error=f"killed {failure_grace:g} s after a failure")
+        else:
+            late = Outcome("", TIMED_OUT, error=f"killed at the {timeout:g} s deadline")
+        self.stop()
+        return [done.get(i) or replace(late, name=self.names[i]) for i in range(n)]
+
+    def stop(self) -> None:
+        """Kill the processes still running and reap them all."""
+        for p in self._procs:
+            if p.pid is None:
+                continue
+            if p.is_alive():
+                p.kill()
+            p.join(JOIN_TIMEOUT)
+
+
+def raise_for(outcomes: Sequence[Outcome], what: str = "processes") -> list[Any]:
+    """The values, if every task returned; else BrokenPeerError naming each that
+    raised or died, or RingTimeoutError naming the ones killed at the deadline."""
+    bad = [o for o in outcomes if not o.ok]
+    if any(o.failed for o in bad):
+        text = "\n".join(o.describe() for o in bad)
+        n = sum(o.failed for o in bad)
+        raise BrokenPeerError(f"{n} of {len(outcomes)} {what} failed:\n{text}")
+    if bad:
+        raise RingTimeoutError(f"{[o.name for o in bad]} did not finish: {bad[0].error}")
+    return [o.value for o in outcomes]
+
+
+def run_tasks(
+    tasks: Sequence[Task], *, timeout: float, failure_grace: float = FAILURE_GRACE
+) -> list[Any]:
+    """Run ``tasks`` to the end; their return values in task order (see :func:`raise_for`)."""
+    with Supervisor(tasks) as run:
+        return raise_for(run.wait(timeout, failure_grace=failure_grace))
+
+
+def _rank_entry(
     rank: int,
     world_size: int,
     init_file: str,
     backend: str,
+    collective_timeout: float,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
-    results: Any,
-    collective_timeout: float,
-    env: Mapping[str, str],
-) -> None:
-    os.environ.update(env)
-    try:
-        import torch
-        import torch.distributed as dist
+) -> Any:
+    import torch
+    import torch.distributed as dist
 
-        torch.set_num_threads(1)
-        if "nccl" in backend and torch.cuda.is_available():
-            torch.cuda.set_device(rank % torch.cuda.device_count())
-        dist.init_process_group(
-            backend,
-            init_method=f"file://{init_file}",
-            rank=rank,
-            world_size=world_size,
-            timeout=timedelta(seconds=collective_timeout),
-        )
-        try:
-            value = fn(rank, world_size, *args)
-        finally:
-            dist.destroy_process_group()
-        results.put((rank, True, value))
-    except BaseException as e:
-        results.put((rank, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+    torch.set_num_threads(1)
+    if "nccl" in backend and torch.cuda.is_available():
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group(
+        backend,
+        init_method=f"file://{init_file}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=collective_timeout),
+    )
+    try:
+        return fn(rank, world_size, *args)
+    finally:
+        dist.destroy_process_group()
 
 
 def run_group(
@@ -72,73 +223,24 @@ def run_group(
     collective_timeout: float = 60.0,
     rank_env: Mapping[int, Mapping[str, str]] | None = None,
 ) -> list[Any]:
-    """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned ranks.
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` spawned ranks of one
+    torch.distributed world; the ranks' return values in rank order.
 
-    ``fn`` must be importable by name (a module-level function). Returns the
-    ranks' return values in rank order. Raises BrokenPeerError naming every
-    rank that raised or died, RingTimeoutError naming the ranks still running
-    at ``timeout``.
+    ``fn`` must be importable by name. Raises BrokenPeerError naming every rank
+    that raised or died, RingTimeoutError naming the ranks still running at
+    ``timeout``. ``rank_env`` adds environment variables per rank.
     """
-    ctx = mp.get_context("spawn")
-    results: Any = ctx.Queue()
     env = rank_env or {}
     with tempfile.TemporaryDirectory(prefix="verifiedring-pg-") as tmp:
         init_file = os.path.join(tmp, "store")
-        procs = [
-            ctx.Process(
-                target=_entry,
-                args=(
-                    r,
-                    world_size,
-                    init_file,
-                    backend,
-                    fn,
-                    args,
-                    results,
-                    collective_timeout,
-                    dict(env.get(r, {})),
-                ),
-                name=f"verifiedring-rank{r}",
+        tasks = [
+            Task(
+                _rank_entry,
+                (r, world_size, init_file, backend, collective_timeout, fn, args),
+                name=f"rank {r}",
+                env=dict(env.get(r, {})),
             )
             for r in range(world_size)
         ]
-        for p in procs:
-            p.start()
-        try:
-            return _collect(procs, results, timeout)
-        finally:
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-                p.join(5.0)
-
-
-def _collect(procs: list[Any], results: Any, timeout: float) -> list[Any]:
-    world_size = len(procs)
-    values: dict[int, Any] = {}
-    failures: dict[int, str] = {}
-    deadline = time.monotonic() + timeout
-    while len(values) + len(failures) < world_size:
-        now = time.monotonic()
-        if now >= deadline:
-            break
-        try:
-            rank, ok, value = results.get(timeout=min(0.2, deadline - now))
-        except queue_mod.Empty:
-            for r, p in enumerate(procs):
-                if r not in values and r not in failures and p.exitcode not in (None, 0):
-                    failures[r] = f"died with exit code {p.exitcode} before reporting"
-            continue
-        if ok:
-            values[rank] = value
-        else:
-            failures[rank] = value
-        if failures:
-            deadline = min(deadline, time.monotonic() + FAILURE_GRACE)
-    if failures:
-        text = "\n".join(f"rank {r} failed: {failures[r]}" for r in sorted(failures))
-        raise BrokenPeerError(f"{len(failures)} of {world_size} ranks failed:\n{text}")
-    if len(values) < world_size:
-        missing = [r for r in range(world_size) if r not in values]
-        raise RingTimeoutError(f"ranks {missing} did not finish within {timeout:.0f} s")
-    return [values[r] for r in range(world_size)]
+        with Supervisor(tasks) as run:
+            return raise_for(run.wait(timeout), what="ranks")

@@ -1,4 +1,4 @@
-"""Test helpers: read a ring's flag bytes from outside and record protocol steps.
+"""Read a ring's flag bytes from outside and record its protocol steps.
 
 :class:`FlagProbe` maps the ring's segment a second time (through the public
 :class:`~verifiedring.shm.SharedSegment` and :class:`~verifiedring.layout.RingLayout`)
@@ -6,16 +6,16 @@ so a test or trace recorder can snapshot flag bytes without touching the
 ring's private state. :class:`RecordingObserver` is a
 :class:`~verifiedring.steps.StepObserver` that records one :class:`StepEvent`
 per step: who, which step, which chunk / read flag, and the chunk's flag bytes
-before and after the step.
+before and after the step. Neither imports torch or zmq.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verifiedring import RingHandle, ShmRingBuffer
-from verifiedring.layout import RingLayout
-from verifiedring.shm import SharedSegment
+from ..layout import RingLayout
+from ..ring import RingHandle, ShmRingBuffer
+from ..shm import SharedSegment
 
 Flags = tuple[int, ...]
 

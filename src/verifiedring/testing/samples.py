@@ -1,7 +1,8 @@
-"""Sample payloads and exact comparisons shared by the tests, stress runs and benches.
+"""Sample payloads and exact comparisons for code built on :mod:`verifiedring.distributed`.
 
-Every builder is deterministic in its ``seed``, so a receiver builds the
-sender's expected value itself and compares bit for bit.
+Shared by the tests, stress runs and benches. Every builder is deterministic
+in its ``seed``, so a receiver builds the sender's expected value itself and
+compares bit for bit. torch (and the distributed layer) load on first use.
 """
 
 from __future__ import annotations
@@ -9,29 +10,30 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from .paths import ATTR, DATACLASS, DICT, INDEX, KEY, LEAF, LIST, TUPLE, _kind, format_path
-from .transfer import as_bytes
-
+# The dtypes mixed_tensor_dict cycles through, by torch attribute name.
 MIXED_DTYPES = (
-    torch.float32,
-    torch.float16,
-    torch.bfloat16,
-    torch.int64,
-    torch.int32,
-    torch.int8,
-    torch.uint8,
-    torch.bool,
-    torch.float64,
-    torch.complex64,
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int8",
+    "uint8",
+    "bool",
+    "float64",
+    "complex64",
 )
 
 
 def _random(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
     """Random bit patterns of ``dtype`` (NaN payloads and all), on the CPU."""
+    import torch
+
     nbytes = dtype.itemsize
     n = 1
     for s in shape:
@@ -46,10 +48,12 @@ def mixed_tensor_dict(
     seed: int, n: int = 50, device: str = "cpu", max_numel: int = 64
 ) -> dict[str, Any]:
     """``n`` small tensors of mixed dtypes and shapes plus a few non-tensor values."""
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     out: dict[str, Any] = {"step": seed, "note": f"dict {seed}", "none": None}
     for i in range(n):
-        dtype = MIXED_DTYPES[i % len(MIXED_DTYPES)]
+        dtype = getattr(torch, MIXED_DTYPES[i % len(MIXED_DTYPES)])
         numel = int(torch.randint(1, max_numel, (1,), generator=g))
         shape = (numel,) if i % 3 else (1, numel)
         out[f"t{i}"] = _random(shape, dtype, g).to(device)
@@ -58,6 +62,8 @@ def mixed_tensor_dict(
 
 def special_tensors(seed: int, device: str = "cpu") -> dict[Any, Any]:
     """Empty, non-contiguous, 0-d, bool, bfloat16, NaN-payload and large tensors."""
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     nan_bits = torch.tensor([0x7FC00001, 0x7F800123, -0x0000FFFF - 1], dtype=torch.int32)
     out: dict[Any, Any] = {
@@ -102,6 +108,8 @@ class Meta:
 
 def nested_metadata(seed: int, device: str = "cpu") -> Meta:
     """A Meta whose leaves and tensors depend on ``seed`` (structure fixed)."""
+    import torch
+
     g = torch.Generator().manual_seed(seed)
     shared = Inner(
         [seed, seed + 1], 0.5 * seed, {"k": seed}, _random((4,), torch.float32, g).to(device)
@@ -124,6 +132,10 @@ def nested_metadata(seed: int, device: str = "cpu") -> Meta:
 
 def blank_like(obj: Any) -> Any:
     """A receiver-side object of ``obj``'s structure: tensors zeroed, leaves scrambled."""
+    import torch
+
+    from ..distributed.paths import DATACLASS, DICT, LIST, TUPLE, _kind
+
     memo: dict[int, Any] = {}
 
     def go(x: Any) -> Any:
@@ -160,6 +172,10 @@ def blank_like(obj: Any) -> Any:
 
 def assert_bits_equal(a: torch.Tensor, b: torch.Tensor, what: str = "tensor") -> None:
     """Same dtype, shape and bit pattern (NaN payloads included); device may differ."""
+    import torch
+
+    from ..distributed.transfer import as_bytes
+
     if a.dtype != b.dtype or a.shape != b.shape:
         raise AssertionError(
             f"{what}: {b.dtype}{tuple(b.shape)} != expected {a.dtype}{tuple(a.shape)}"
@@ -171,6 +187,21 @@ def assert_bits_equal(a: torch.Tensor, b: torch.Tensor, what: str = "tensor") ->
 def assert_mirrors(expected: Any, got: Any) -> None:
     """``got`` equals ``expected`` exactly: types (keys too), order, tensor bits,
     and aliasing -- a one-to-one match of shared containers and tensors."""
+    import torch
+
+    from ..distributed.paths import (
+        ATTR,
+        DATACLASS,
+        DICT,
+        INDEX,
+        KEY,
+        LEAF,
+        LIST,
+        TUPLE,
+        _kind,
+        format_path,
+    )
+
     pairs: dict[int, int] = {}
     back: dict[int, int] = {}
     keep: list[Any] = []
