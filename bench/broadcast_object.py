@@ -29,7 +29,7 @@ class _Noop:
 
 
 def _rank(rank: int, world: int, iters: int, repeats: int) -> dict[str, float]:
-    from verifiedring.dist import CollectiveChannel, GroupBroadcaster, WorkerGroup
+    from verifiedring.distributed import CollectiveChannel, GroupBroadcaster, WorkerGroup
 
     b = GroupBroadcaster.create(writer_rank=0, timeout=60)
     assert b.queue is not None
@@ -61,7 +61,7 @@ def _rank(rank: int, world: int, iters: int, repeats: int) -> dict[str, float]:
 
 def main(args: argparse.Namespace | None = None) -> int:
     from bench import broadcast_object as mod
-    from verifiedring.dist import run_group
+    from verifiedring.testing.launcher import run_group
 
     a = _dist.parse(mod, args)
     out = run_group(mod._rank, a.world_size, args=(a.iters, a.repeats), timeout=600)[0]

@@ -67,9 +67,9 @@ def _time(fn: Any, iters: int, repeats: int) -> float:
 
 def main(args: argparse.Namespace | None = None) -> int:
     from bench import path_refill as mod
-    from verifiedring.dist.paths import RefillPlan, apply, collect, refill
-    from verifiedring.dist.testing import blank_like
-    from verifiedring.dist.transfer import TensorMeta
+    from verifiedring.distributed.paths import RefillPlan, apply, collect, refill
+    from verifiedring.distributed.transfer import TensorMeta
+    from verifiedring.testing.samples import blank_like
 
     a = _dist.parse(mod, args)
     sender = _metadata(1)

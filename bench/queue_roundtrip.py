@@ -30,6 +30,8 @@ import tempfile
 import time
 from typing import Any
 
+from verifiedring.testing.launcher import Supervisor, Task, raise_for, run_group
+
 WAIT = 60.0
 PAYLOAD_1K = b"x" * 1024
 LARGE = 2 * 1024 * 1024
@@ -162,67 +164,46 @@ def _measure(kind: str, plan: list[tuple[str, int, Any]], repeats: int) -> dict[
     ipc_dir = tempfile.mkdtemp(prefix="vr-bench-")
     ipc = f"ipc://{ipc_dir}/pair"
     b_plan = [(mode, n) for mode, n, _ in plan for _ in range(repeats + 1)]
-    b = ctx.Process(target=_peer_b, args=(kind, ctl_b, data_b, ipc, b_plan))
-    b.start()
     out: dict[str, list[float]] = {}
     try:
-        end = _open(kind, "a", ctl_a, data_a, ipc)
-        try:
-            for mode, n, obj in plan:
-                for rep in range(repeats + 1):
-                    t = _a_loop(end, mode, n, obj, ctl_a)
-                    if rep:  # the first is a warm-up
-                        out.setdefault(mode, []).append(t / n)
-        finally:
-            end.close()
+        with Supervisor([Task(_peer_b, (kind, ctl_b, data_b, ipc, b_plan), "B")]) as b:
+            end = _open(kind, "a", ctl_a, data_a, ipc)
+            try:
+                for mode, n, obj in plan:
+                    for rep in range(repeats + 1):
+                        t = _a_loop(end, mode, n, obj, ctl_a)
+                        if rep:  # the first is a warm-up
+                            out.setdefault(mode, []).append(t / n)
+            finally:
+                end.close()
+            raise_for(b.wait(WAIT))
     finally:
-        b.join(WAIT)
-        if b.is_alive():
-            b.kill()
         shutil.rmtree(ipc_dir, ignore_errors=True)
     return {mode: statistics.median(ts) for mode, ts in out.items()}
 
 
-def _gloo_rank(rank: int, store_path: str, n: int, repeats: int, out: Any) -> None:
+def _gloo_rank(rank: int, world: int, n: int, repeats: int) -> float:
+    """Median seconds per 1 KiB round trip (rank 0 to 1 and back) over gloo."""
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
-    try:
-        samples = []
-        for rep in range(repeats + 1):
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                box = [PAYLOAD_1K if rank == 0 else None]
-                dist.broadcast_object_list(box, src=0)
-                ack = [1 if rank == 1 else None]
-                dist.broadcast_object_list(ack, src=1)
-            if rep:
-                samples.append((time.perf_counter() - t0) / n)
-        if rank == 0:
-            out.put(statistics.median(samples))
-    finally:
-        dist.destroy_process_group()
+    samples = []
+    for rep in range(repeats + 1):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            box = [PAYLOAD_1K if rank == 0 else None]
+            dist.broadcast_object_list(box, src=0)
+            ack = [1 if rank == 1 else None]
+            dist.broadcast_object_list(ack, src=1)
+        if rep:
+            samples.append((time.perf_counter() - t0) / n)
+    return statistics.median(samples)
 
 
 def _measure_gloo(n: int, repeats: int) -> float:
-    ctx = mp.get_context("spawn")
-    d = tempfile.mkdtemp(prefix="vr-bench-gloo-")
-    out = ctx.Queue()
-    procs = [
-        ctx.Process(target=_gloo_rank, args=(r, os.path.join(d, "store"), n, repeats, out))
-        for r in (0, 1)
-    ]
-    for p in procs:
-        p.start()
-    try:
-        return float(out.get(timeout=WAIT * 5))
-    finally:
-        for p in procs:
-            p.join(WAIT)
-            if p.is_alive():
-                p.kill()
-        shutil.rmtree(d, ignore_errors=True)
+    from bench import queue_roundtrip as mod  # by its importable name, for spawn
+
+    return float(run_group(mod._gloo_rank, 2, args=(n, repeats), timeout=WAIT * 5)[0])
 
 
 def _ring_baselines(rounds: int, repeats: int) -> tuple[float, float]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import mmap
-import multiprocessing as mp
 import os
 import secrets
 import statistics
@@ -22,6 +21,7 @@ from typing import Any
 
 from verifiedring import RingHandle, ShmRingBuffer
 from verifiedring.shm import SHM_DIR
+from verifiedring.testing.launcher import Supervisor, Task, raise_for
 
 PAYLOAD = 1024
 ACK = 8
@@ -123,11 +123,8 @@ def measure(args: argparse.Namespace) -> dict[str, list[float]]:
         os.close(fd)
         with ShmRingBuffer(1, PAYLOAD, 2) as ring1, ShmRingBuffer(1, PAYLOAD, 2) as ring2:
             w, r = ring1.writer(), ring2.reader(0)
-            b = mp.get_context("spawn").Process(
-                target=_process_b, args=(ring1.handle(), ring2.handle(), raw_path, plan)
-            )
-            b.start()
-            try:
+            peer = Task(_process_b, (ring1.handle(), ring2.handle(), raw_path, plan), "B")
+            with Supervisor([peer]) as b:
                 for k, (method, n) in enumerate(plan):
                     start = time.perf_counter()
                     if method == "ring":
@@ -136,13 +133,7 @@ def measure(args: argparse.Namespace) -> dict[str, list[float]]:
                         _raw_a(raw, payload, n)
                     if k >= 2:  # past the warm-up
                         times[method].append((time.perf_counter() - start) / n * 1e6)
-            finally:
-                b.join(WAIT)
-                if b.is_alive():
-                    b.kill()
-                    b.join()
-            if b.exitcode != 0:
-                raise RuntimeError(f"process B exited with code {b.exitcode}")
+                raise_for(b.wait(WAIT))
         raw.close()
     finally:
         os.unlink(raw_path)

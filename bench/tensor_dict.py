@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _payloads() -> dict[str, dict[str, object]]:
     import torch
 
-    from verifiedring.dist.testing import mixed_tensor_dict
+    from verifiedring.testing.samples import mixed_tensor_dict
 
     small = mixed_tensor_dict(1, n=10, max_numel=64)
     big: dict[str, object] = mixed_tensor_dict(2, n=20, max_numel=256)
@@ -37,7 +37,7 @@ def _payloads() -> dict[str, dict[str, object]]:
 
 
 def _rank(rank: int, world: int, iters: int, repeats: int) -> dict[str, float]:
-    from verifiedring.dist import GroupBroadcaster, TransferOptions
+    from verifiedring.distributed import GroupBroadcaster, TransferOptions
 
     b = GroupBroadcaster.create(writer_rank=0, timeout=60)
     payloads = _payloads()
@@ -64,7 +64,7 @@ def _rank(rank: int, world: int, iters: int, repeats: int) -> dict[str, float]:
 
 def main(args: argparse.Namespace | None = None) -> int:
     from bench import tensor_dict as mod
-    from verifiedring.dist import run_group
+    from verifiedring.testing.launcher import run_group
 
     a = _dist.parse(mod, args)
     out = run_group(mod._rank, 2, args=(a.iters, a.repeats), timeout=900)[0]

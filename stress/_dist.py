@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser, default_world: int) -> None:
 def rank_body(rank: int, world: int, cfg: dict[str, Any]) -> dict[str, int]:
     import torch.distributed as dist
 
-    from verifiedring.dist import GroupBroadcaster, PlanCache
-    from verifiedring.dist.testing import (
+    from verifiedring.distributed import GroupBroadcaster, PlanCache
+    from verifiedring.testing.samples import (
         assert_mirrors,
         blank_like,
         mixed_tensor_dict,
@@ -94,7 +94,7 @@ def rank_body(rank: int, world: int, cfg: dict[str, Any]) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace, kind: str, backend: str, device: str) -> int:
-    from verifiedring.dist import run_group
+    from verifiedring.testing.launcher import run_group
 
     world = args.world_size
     steps = args.steps if args.steps is not None or args.duration is not None else DEFAULT_STEPS

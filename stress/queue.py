@@ -9,7 +9,8 @@ in play. Both sides pause at random for a few hundred microseconds. The writer
 ends with ``close()``, whose shutdown makes each reader's next dequeue raise
 ``ClosedError``; a reader then reports how many objects it got, which must
 equal the number sent. Every wait is bounded (``--stall-timeout``); the parent
-kills readers that outlive ``--time-limit`` and fails. The parent owns the
+kills readers that outlive ``--time-limit`` and fails
+(:class:`~verifiedring.testing.launcher.Supervisor`). The parent owns the
 segment and always unlinks it.
 """
 
@@ -17,16 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import pickle
-import queue
 import random
 import sys
 import time
 import traceback
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from verifiedring.testing.launcher import Supervisor, Task, problems
 
 DEFAULT_OBJECTS = 10_000
 REMOTE_RANK_BASE = 100
@@ -95,7 +97,8 @@ class Pauser:
             time.sleep(self._r.uniform(0, self._max))
 
 
-def reader_main(cfg: Config, handle: Any, rank: int, out: Any) -> None:
+def reader_main(cfg: Config, handle: Any, rank: int) -> tuple[int, list[str]]:
+    """Receive until the writer's shutdown; how many objects came, and what was wrong."""
     from verifiedring import ClosedError, MessageQueue
 
     received = 0
@@ -113,9 +116,9 @@ def reader_main(cfg: Config, handle: Any, rank: int, out: Any) -> None:
                     errors.append(f"rank {rank}: object {received} differs")
                 received += 1
                 pause.maybe()
-    except BaseException:
-        errors.append(f"rank {rank}: {traceback.format_exc()}")
-    out.put((rank, received, errors))
+    except Exception:
+        errors.append(f"rank {rank} after {received} objects: {traceback.format_exc()}")
+    return received, errors
 
 
 def run(cfg: Config, args: argparse.Namespace) -> dict[str, Any]:
@@ -124,25 +127,20 @@ def run(cfg: Config, args: argparse.Namespace) -> dict[str, Any]:
 
     n_local, n_remote = args.readers, args.remote
     local_ranks = list(range(1, n_local + 1))
-    remote_ranks = [REMOTE_RANK_BASE + i for i in range(n_remote)]
+    ranks = local_ranks + [REMOTE_RANK_BASE + i for i in range(n_remote)]
     time_limit = args.time_limit or (cfg.duration or 0) + 120
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
     summary: dict[str, Any] = {"ok": False, "sent": 0, "received": {}, "errors": []}
-    procs: list[Any] = []
     start = time.monotonic()
     with MessageQueue(
         n_local + n_remote, n_local, local_ranks,
         max_chunk_bytes=args.max_chunk_bytes, max_chunks=args.max_chunks,
         connect_ip="127.0.0.1" if n_remote else None, remote_window=args.remote_window,
-    ) as w:
+    ) as w, ExitStack() as stack:
         handle = w.export_handle()
         summary["segment"] = handle.buffer_handle.name if handle.buffer_handle else None
+        readers = Supervisor([Task(reader_main, (cfg, handle, r), f"rank {r}") for r in ranks])
+        stack.enter_context(readers)  # leaves after the writer's close(): kills any left
         try:
-            for rank in local_ranks + remote_ranks:
-                p = ctx.Process(target=reader_main, args=(cfg, handle, rank, out), daemon=True)
-                p.start()
-                procs.append(p)
             w.wait_until_ready(cfg.stall_timeout * 3)
             pause = Pauser(cfg, 0)
             k = 0
@@ -153,30 +151,23 @@ def run(cfg: Config, args: argparse.Namespace) -> dict[str, Any]:
                 k += 1
                 pause.maybe()
             summary["sent"] = k
-        except BaseException:
+        except Exception:
             summary["errors"].append(f"writer: {traceback.format_exc()}")
-        # leaving the with-block: close() sends shutdown, then unlinks the segment
-    for _ in procs:
-        try:
-            left = max(time_limit - (time.monotonic() - start), 1.0)
-            rank, received, errors = out.get(timeout=left)
-        except queue.Empty:
-            summary["errors"].append("a reader did not report before the time limit")
-            break
-        summary["received"][rank] = received
-        summary["errors"].extend(errors)
-    for p in procs:
-        p.join(5)
-        if p.is_alive():
-            p.kill()
-            summary["errors"].append(f"reader pid {p.pid} killed")
+        w.close()  # sends the shutdown each reader ends on; then unlinks the segment
+        left = max(time_limit - (time.monotonic() - start), 1.0)
+        outcomes = readers.wait(left)
+    for rank, o in zip(ranks, outcomes, strict=True):
+        if o.ok:
+            summary["received"][rank], errors = o.value
+            summary["errors"].extend(errors)
+    summary["errors"].extend(problems(outcomes))
     seg = summary.get("segment")
     summary["segment_left"] = bool(seg and os.path.exists(os.path.join(SHM_DIR, seg)))
     summary["seconds"] = round(time.monotonic() - start, 2)
     summary["ok"] = (
         not summary["errors"]
         and not summary["segment_left"]
-        and len(summary["received"]) == len(procs)
+        and len(summary["received"]) == len(ranks)
         and all(n == summary["sent"] for n in summary["received"].values())
     )
     return summary

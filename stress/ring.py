@@ -7,7 +7,8 @@ stream with a frame of sequence number ``END`` whose length field carries
 the number of messages sent. Both sides sometimes pause for a few
 microseconds, also while holding a chunk. Every wait is bounded
 (``--stall-timeout``); the parent kills processes that outlive
-``--time-limit`` and fails. The parent creates the segment and always
+``--time-limit`` and fails (:class:`~verifiedring.testing.launcher.Supervisor`).
+The parent creates the segment and always
 unlinks it, also when a child crashed or was killed.
 """
 
@@ -15,24 +16,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
-import queue
 import random
 import struct
 import sys
 import time
-import traceback
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from verifiedring import RingHandle, ShmRingBuffer
 from verifiedring.shm import SHM_DIR
+from verifiedring.testing.launcher import Supervisor, Task, problems
 
 FRAME = struct.Struct("<QI")  # sequence number, payload length
 END = 2**64 - 1
 DEFAULT_MESSAGES = 5000
 MAX_PAUSE = 200e-6  # seconds
+FAILURE_GRACE = 0.5  # seconds the others may run on after one side failed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,14 +91,14 @@ def _pause(rng: random.Random, prob: float) -> None:
             time.sleep(rng.uniform(0, MAX_PAUSE))
 
 
-def _writer_main(handle: RingHandle, cfg: Config, results: Any) -> None:
-    report: dict[str, Any] = {"role": "writer", "count": 0, "error": None}
+def _writer_main(handle: RingHandle, cfg: Config) -> int:
+    """Send until the count or the duration is reached, then END; the number sent."""
     rng = random.Random(f"writer {cfg.seed}")
     ring = ShmRingBuffer.attach(handle)
+    seq = 0
     try:
         w = ring.writer()
         end = None if cfg.duration is None else time.monotonic() + cfg.duration
-        seq = 0
         while (cfg.messages is None or seq < cfg.messages) and (
             end is None or time.monotonic() < end
         ):
@@ -110,14 +109,13 @@ def _writer_main(handle: RingHandle, cfg: Config, results: Any) -> None:
                 buf[FRAME.size : FRAME.size + len(msg)] = msg
                 _pause(rng, cfg.pause_prob)
             seq += 1
-            report["count"] = seq
         with w.acquire_write(cfg.stall_timeout) as buf:
             FRAME.pack_into(buf, 0, END, seq)
-    except Exception:
-        report["error"] = f"writer after {report['count']} messages: {traceback.format_exc()}"
+    except Exception as e:
+        raise RuntimeError(f"writer after {seq} messages: {e}") from e
     finally:
         ring.close()
-        results.put(report)
+    return seq
 
 
 def _check(seed: int, seq: int, expected: int, data: bytes, max_payload: int) -> str | None:
@@ -137,10 +135,11 @@ def _check(seed: int, seq: int, expected: int, data: bytes, max_payload: int) ->
     )
 
 
-def _reader_main(handle: RingHandle, k: int, cfg: Config, results: Any) -> None:
-    report: dict[str, Any] = {"role": f"reader{k}", "count": 0, "error": None}
+def _reader_main(handle: RingHandle, k: int, cfg: Config) -> int:
+    """Receive and check every message up to END; the number received."""
     rng = random.Random(f"reader {k} {cfg.seed}")
     ring = ShmRingBuffer.attach(handle)
+    count = 0
     try:
         r = ring.reader(k)
         while True:
@@ -150,21 +149,17 @@ def _reader_main(handle: RingHandle, k: int, cfg: Config, results: Any) -> None:
                 data = b"" if seq == END else bytes(buf[FRAME.size : FRAME.size + n])
                 _pause(rng, cfg.pause_prob)
             if seq == END:
-                if n != report["count"]:
-                    report["error"] = (
-                        f"reader {k}: the writer sent {n} messages, it received {report['count']}"
-                    )
-                break
-            problem = _check(cfg.seed, seq, report["count"], data, cfg.max_payload)
+                if n != count:
+                    raise AssertionError(f"the writer sent {n} messages, it received {count}")
+                return count
+            problem = _check(cfg.seed, seq, count, data, cfg.max_payload)
             if problem is not None:
-                report["error"] = f"reader {k}: {problem}"
-                break
-            report["count"] += 1
-    except Exception:
-        report["error"] = f"reader {k} after {report['count']} messages: {traceback.format_exc()}"
+                raise AssertionError(problem)
+            count += 1
+    except Exception as e:
+        raise RuntimeError(f"reader {k} after {count} messages: {e}") from e
     finally:
         ring.close()
-        results.put(report)
 
 
 @dataclass
@@ -196,58 +191,22 @@ def run(args: argparse.Namespace) -> Summary:
         stall_timeout=args.stall_timeout,
     )
     time_limit = args.time_limit or (args.duration or 0.0) + 60.0
-    ctx = mp.get_context("spawn")
     start = time.monotonic()
-    deadline = start + time_limit
-    errors: list[str] = []
-    reports: dict[str, dict[str, Any]] = {}
     ring = ShmRingBuffer(args.readers, args.max_chunk_bytes, args.max_chunks)
-    procs: list[Any] = []
     try:
-        results = ctx.Queue()
         handle = ring.handle()
-        procs.append(ctx.Process(target=_writer_main, args=(handle, cfg, results), name="writer"))
-        for k in range(args.readers):
-            procs.append(
-                ctx.Process(target=_reader_main, args=(handle, k, cfg, results), name=f"reader{k}")
-            )
-        for p in procs:
-            p.start()
-        while len(reports) < len(procs) and time.monotonic() < deadline:
-            try:
-                report = results.get(timeout=min(0.5, max(deadline - time.monotonic(), 0.01)))
-            except queue.Empty:
-                if all(p.exitcode is not None for p in procs) and results.empty():
-                    break  # someone died without reporting
-                continue
-            reports[report["role"]] = report
-            if report["error"]:
-                break  # the others may now wait forever on the failed one
-        failed = any(r["error"] for r in reports.values())
-        for p in procs:
-            p.join(max(deadline - time.monotonic(), 0.0) if not failed else 0.5)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-                if not failed:
-                    errors.append(f"{p.name} (pid {p.pid}) outlived the time limit; killed")
-            elif p.exitcode != 0:
-                errors.append(f"{p.name} exited with code {p.exitcode}")
-        for p in procs:
-            if p.name not in reports and not failed:
-                errors.append(f"{p.name} sent no report")
-        errors[:0] = [r["error"] for r in reports.values() if r["error"]]
+        tasks = [Task(_writer_main, (handle, cfg), name="writer")] + [
+            Task(_reader_main, (handle, k, cfg), name=f"reader{k}") for k in range(args.readers)
+        ]
+        with Supervisor(tasks) as procs:  # after a failure the rest wait on it: stop them soon
+            outcomes = procs.wait(time_limit, failure_grace=FAILURE_GRACE)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
         ring.close()
+    errors = problems(outcomes)
     left = os.path.exists(os.path.join(SHM_DIR, ring.name))
     if left:
         errors.append(f"segment {ring.name} still in {SHM_DIR} after close")
-    sent = reports.get("writer", {}).get("count", 0)
-    received = [reports.get(f"reader{k}", {}).get("count", 0) for k in range(args.readers)]
+    sent, *received = (o.value if o.ok else 0 for o in outcomes)
     return Summary(
         kind="ring",
         ok=not errors,

@@ -164,16 +164,21 @@ class Supervisor:
             p.join(JOIN_TIMEOUT)
 
 
+def problems(outcomes: Sequence[Outcome]) -> list[str]:
+    """What went wrong, causes first: each task that raised or died, then those killed."""
+    bad = sorted((o for o in outcomes if not o.ok), key=lambda o: not o.failed)
+    return [o.describe() for o in bad]
+
+
 def raise_for(outcomes: Sequence[Outcome], what: str = "processes") -> list[Any]:
-    """The values, if every task returned; else BrokenPeerError naming each that
-    raised or died, or RingTimeoutError naming the ones killed at the deadline."""
-    bad = [o for o in outcomes if not o.ok]
-    if any(o.failed for o in bad):
-        text = "\n".join(o.describe() for o in bad)
-        n = sum(o.failed for o in bad)
-        raise BrokenPeerError(f"{n} of {len(outcomes)} {what} failed:\n{text}")
-    if bad:
-        raise RingTimeoutError(f"{[o.name for o in bad]} did not finish: {bad[0].error}")
+    """The values, if every task returned; else BrokenPeerError if one raised or
+    died, RingTimeoutError if some were killed at the deadline, naming each."""
+    text = "\n".join(problems(outcomes))
+    failed = sum(o.failed for o in outcomes)
+    if failed:
+        raise BrokenPeerError(f"{failed} of {len(outcomes)} {what} failed:\n{text}")
+    if text:
+        raise RingTimeoutError(f"{what} did not finish:\n{text}")
     return [o.value for o in outcomes]
 
 
