@@ -13,4 +13,8 @@ SharedIndex(r) == 0
 \* local readers are ranks 1..NReaders, so the last one indexes flag byte
 \* NReaders, past the chunk's NReaders read-flag bytes.
 GlobalRankIndex(r) == r + 1
+
+\* Mutant: the flag index is shifted by one, wrapping around: every reader
+\* uses its neighbour's flag byte (in bounds, never shared).
+ShiftedIndex(r) == (r + 1) % NReaders
 =============================================================================

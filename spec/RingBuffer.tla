@@ -9,14 +9,19 @@
 (*   readFlag[c][i]  one `read` byte per local reader index i              *)
 (*   payload[c]      the chunk's data (a message number, Empty or Torn)    *)
 (*                                                                         *)
-(* Every action is ONE shared-memory access (one load group or one store)  *)
-(* and carries the step name used verbatim in the code (`# spec: Name`),   *)
-(* in the hypothesis rules of tests/test_ring_stateful.py (RingMachine)    *)
-(* and in trace events (src/verifiedring/steps.py).                        *)
+(* Every action is ONE shared-memory access: one load or one store of a   *)
+(* flag byte, or the caller's payload loads/stores as a whole.  Each       *)
+(* carries the step name used verbatim in the code (`# spec: Name`), in    *)
+(* the hypothesis rules of tests/test_ring_stateful.py (RingMachine) and   *)
+(* in trace events (src/verifiedring/steps.py).                            *)
 (*                                                                         *)
-(* A spin (poll that finds the chunk not ready) is a real step that leaves *)
-(* every variable unchanged, i.e. a stuttering step.  A hang therefore is  *)
-(* NOT a deadlock: it is caught by the liveness properties below.          *)
+(* A poll is two or more loads, each its own step.  The reader loads its   *)
+(* own read flag (ReaderPollReadFlag), then `written` (ReaderPollWritten). *)
+(* The writer loads `written` (WriterPollWritten), then, if it was 1, the  *)
+(* read flags one at a time, 0..NReaders-1 (WriterPollReadFlag).  A poll   *)
+(* whose first load fails is a stuttering step; one that fails on a later  *)
+(* load goes back to the first load.  A hang therefore is NOT a deadlock:  *)
+(* it is caught by the liveness properties below.                          *)
 (*                                                                         *)
 (* This module is the protocol only; bounds live in MC*.tla / *.cfg and    *)
 (* the broken variants in mutants/.                                        *)
@@ -39,36 +44,40 @@ ASSUME /\ NReaders \in Nat \ {0}
        /\ MaxReaderRaises \in Nat
 
 Readers == 0 .. NReaders - 1       \* local reader positions
-Slots   == 0 .. NReaders - 1       \* read-flag bytes per chunk
+FlagIdx == 0 .. NReaders - 1       \* read-flag bytes per chunk; byte i is reader i's
 Chunks  == 0 .. NChunks - 1
 Msgs    == 1 .. MaxMsgs            \* message k carries payload k
 Empty   == 0                       \* payload of a never-written chunk
 Torn    == -1                      \* payload being written / left partial
 Succ(c) == (c + 1) % NChunks
+LastFlag == NReaders - 1
 
 VARIABLES
     \* shared memory
     written, readFlag, payload,
     \* writer (process-local)
-    wpc, windex, toClear, sent, aborts,
+    wpc, windex, wflag, sent, aborts,
     \* readers (process-local)
     rpc, rindex, delivered, raises
 
 shared  == <<written, readFlag, payload>>
-wvars   == <<wpc, windex, toClear, sent, aborts>>
+wvars   == <<wpc, windex, wflag, sent, aborts>>
 rvars   == <<rpc, rindex, delivered, raises>>
 vars    == <<shared, wvars, rvars>>
 
-WriterPCs == {"poll", "clear", "fill", "flags", "publish", "done"}
-ReaderPCs == {"poll", "read", "release", "raised", "done", "fault"}
+\* wpc: "poll" next loads written; "pollflag" next loads read flag wflag;
+\* "flags" next clears read flag wflag.  wflag is 0 in every other state.
+WriterPCs == {"poll", "pollflag", "clear", "fill", "flags", "publish", "done"}
+\* rpc: "poll" next makes the poll's first load, "poll2" its second load.
+ReaderPCs == {"poll", "poll2", "read", "release", "raised", "done", "fault"}
 
 TypeOK ==
     /\ written  \in [Chunks -> {0, 1}]
-    /\ readFlag \in [Chunks -> [Slots -> {0, 1}]]
+    /\ readFlag \in [Chunks -> [FlagIdx -> {0, 1}]]
     /\ payload  \in [Chunks -> Msgs \cup {Empty, Torn}]
     /\ wpc \in WriterPCs
     /\ windex \in Chunks
-    /\ toClear \subseteq Slots
+    /\ wflag \in FlagIdx
     /\ sent \in 0 .. MaxMsgs
     /\ aborts \in 0 .. MaxAborts
     /\ rpc \in [Readers -> ReaderPCs]
@@ -78,17 +87,13 @@ TypeOK ==
 
 Init ==
     /\ written  = [c \in Chunks |-> 0]
-    /\ readFlag = [c \in Chunks |-> [i \in Slots |-> 0]]
+    /\ readFlag = [c \in Chunks |-> [i \in FlagIdx |-> 0]]
     /\ payload  = [c \in Chunks |-> Empty]
-    /\ wpc = "poll" /\ windex = 0 /\ toClear = {} /\ sent = 0 /\ aborts = 0
+    /\ wpc = "poll" /\ windex = 0 /\ wflag = 0 /\ sent = 0 /\ aborts = 0
     /\ rpc = [r \in Readers |-> "poll"]
     /\ rindex = [r \in Readers |-> 0]
     /\ delivered = [r \in Readers |-> <<>>]
     /\ raises = 0
-
-(* The writer may reuse chunk c: nobody has published into it, or every    *)
-(* reader has acknowledged it.                                             *)
-ChunkFree(c) == written[c] = 0 \/ \A i \in Slots : readFlag[c][i] = 1
 
 (* The caller's payload stores on chunk c are in progress: a load of the   *)
 (* payload now observes a mix of old and new bytes.                        *)
@@ -97,30 +102,40 @@ WriterFilling(c) == wpc = "fill" /\ windex = c
 -----------------------------------------------------------------------------
 (*************************************** writer ****************************)
 
-\* ring.py: WriterCursor._poll_free, called from WriterCursor.__enter__ (WriterPoll)
-\* One load of written[windex] and of all its read flags; then FW1.
-WriterPoll ==
+\* ring.py: WriterCursor._poll_free (WriterPollWritten): load written[windex].
+\* 0: the chunk is free (then FW1).  1: go on to the read flags.
+WriterPollWritten ==
     /\ wpc = "poll"
-    /\ IF ChunkFree(windex)
-         THEN wpc' = "clear"
-         ELSE UNCHANGED wpc                      \* spin: stays, same state
-    /\ UNCHANGED <<shared, windex, toClear, sent, aborts, rvars>>
+    /\ wpc' = IF written[windex] = 0 THEN "clear" ELSE "pollflag"
+    /\ UNCHANGED <<shared, windex, wflag, sent, aborts, rvars>>
+
+\* ring.py: WriterCursor._poll_free (WriterPollReadFlag): load read flag
+\* wflag of chunk windex, flags in order 0..NReaders-1.  A 0 fails the poll
+\* (the next poll starts again at WriterPollWritten); the last flag 1 means
+\* the chunk is free (then FW1).
+WriterPollReadFlag ==
+    /\ wpc = "pollflag"
+    /\ IF readFlag[windex][wflag] = 0
+         THEN wpc' = "poll" /\ wflag' = 0
+       ELSE IF wflag = LastFlag
+         THEN wpc' = "clear" /\ wflag' = 0
+         ELSE wpc' = "pollflag" /\ wflag' = wflag + 1
+    /\ UNCHANGED <<shared, windex, sent, aborts, rvars>>
 
 \* ring.py: WriterCursor.__enter__ (WriterClearWritten); then FW2.
 WriterClearWritten ==
     /\ wpc = "clear"
     /\ written' = [written EXCEPT ![windex] = 0]
     /\ wpc' = "fill"
-    /\ UNCHANGED <<readFlag, payload, windex, toClear, sent, aborts, rvars>>
+    /\ UNCHANGED <<readFlag, payload, windex, wflag, sent, aborts, rvars>>
 
 \* ring.py: WriterCursor.__enter__ yields the chunk; the caller's stores
 \* (WriterFillPayload) complete normally; then FW3 in WriterCursor.__exit__.
 WriterFillPayload ==
     /\ wpc = "fill"
     /\ payload' = [payload EXCEPT ![windex] = sent + 1]
-    /\ toClear' = Slots
     /\ wpc' = "flags"
-    /\ UNCHANGED <<written, readFlag, windex, sent, aborts, rvars>>
+    /\ UNCHANGED <<written, readFlag, windex, wflag, sent, aborts, rvars>>
 
 \* ring.py: WriterCursor.__exit__ with an exception (WriterAbort).  The
 \* caller raised part-way through its stores: the chunk holds a partial
@@ -132,16 +147,17 @@ WriterAbort ==
     /\ payload' = [payload EXCEPT ![windex] = Torn]
     /\ aborts' = aborts + 1
     /\ wpc' = "poll"
-    /\ UNCHANGED <<written, readFlag, windex, toClear, sent, rvars>>
+    /\ UNCHANGED <<written, readFlag, windex, wflag, sent, rvars>>
 
-\* ring.py: WriterCursor.__exit__ (WriterClearReadFlag, once per reader, any
-\* order -- covers a memcpy of zeros over the flag bytes); then FW4.
+\* ring.py: WriterCursor.__exit__ (WriterClearReadFlag): store read flag
+\* wflag = 0, one single-byte store per reader, in order 0..NReaders-1;
+\* then FW4.
 WriterClearReadFlag ==
     /\ wpc = "flags"
-    /\ \E i \in toClear :
-         /\ readFlag' = [readFlag EXCEPT ![windex][i] = 0]
-         /\ toClear' = toClear \ {i}
-    /\ wpc' = IF toClear' = {} THEN "publish" ELSE "flags"
+    /\ readFlag' = [readFlag EXCEPT ![windex][wflag] = 0]
+    /\ IF wflag = LastFlag
+         THEN wpc' = "publish" /\ wflag' = 0
+         ELSE wpc' = "flags" /\ wflag' = wflag + 1
     /\ UNCHANGED <<written, payload, windex, sent, aborts, rvars>>
 
 \* ring.py: WriterCursor.__exit__ (WriterPublish): store written = 1, advance.
@@ -151,23 +167,32 @@ WriterPublish ==
     /\ windex' = Succ(windex)
     /\ sent' = sent + 1
     /\ wpc' = IF sent + 1 = MaxMsgs THEN "done" ELSE "poll"
-    /\ UNCHANGED <<readFlag, payload, toClear, aborts, rvars>>
+    /\ UNCHANGED <<readFlag, payload, wflag, aborts, rvars>>
 
 -----------------------------------------------------------------------------
 (*************************************** readers ***************************)
 
-\* ring.py: ReaderCursor._poll_ready, called from ReaderCursor.__enter__
-\* (ReaderPoll): one load of written[rindex[r]] and of the reader's own flag;
-\* then FR1.  An index outside the flag bytes raises IndexError in the code
-\* (the reader process dies): modeled as rpc = "fault".
-ReaderPoll(r) ==
+\* ring.py: ReaderCursor._poll_ready (ReaderPollReadFlag): load the reader's
+\* own read flag of chunk rindex[r].  1: the poll fails (a stutter).  0: FR0,
+\* then ReaderPollWritten.  An index outside the flag bytes raises IndexError
+\* in the code (the reader process dies): modeled as rpc = "fault".
+ReaderPollReadFlag(r) ==
     LET c == rindex[r] IN
     /\ rpc[r] = "poll"
-    /\ IF FlagIndex(r) \notin Slots
+    /\ IF FlagIndex(r) \notin FlagIdx
          THEN rpc' = [rpc EXCEPT ![r] = "fault"]
-       ELSE IF written[c] = 1 /\ readFlag[c][FlagIndex(r)] = 0
-         THEN rpc' = [rpc EXCEPT ![r] = "read"]
-         ELSE UNCHANGED rpc                      \* spin: stays, same state
+       ELSE IF readFlag[c][FlagIndex(r)] = 0
+         THEN rpc' = [rpc EXCEPT ![r] = "poll2"]
+         ELSE UNCHANGED rpc                      \* the poll fails: same state
+    /\ UNCHANGED <<shared, wvars, rindex, delivered, raises>>
+
+\* ring.py: ReaderCursor._poll_ready (ReaderPollWritten): load written of
+\* chunk rindex[r].  0: the poll fails; the next poll starts again at
+\* ReaderPollReadFlag.  1: FR1, then the caller reads.
+ReaderPollWritten(r) ==
+    LET c == rindex[r] IN
+    /\ rpc[r] = "poll2"
+    /\ rpc' = [rpc EXCEPT ![r] = IF written[c] = 1 THEN "read" ELSE "poll"]
     /\ UNCHANGED <<shared, wvars, rindex, delivered, raises>>
 
 \* ring.py: ReaderCursor.__enter__ yields the chunk; the caller's loads
@@ -202,10 +227,12 @@ AllDone == wpc = "done" /\ \A r \in Readers : rpc[r] = "done"
 \* Bounded run finished: stutter explicitly so deadlock checking stays on.
 Done == AllDone /\ UNCHANGED vars
 
-Writer == \/ WriterPoll \/ WriterClearWritten \/ WriterFillPayload
-          \/ WriterAbort \/ WriterClearReadFlag \/ WriterPublish
+Writer == \/ WriterPollWritten \/ WriterPollReadFlag \/ WriterClearWritten
+          \/ WriterFillPayload \/ WriterAbort \/ WriterClearReadFlag
+          \/ WriterPublish
 
-Reader(r) == ReaderPoll(r) \/ ReaderReadPayload(r) \/ ReaderRelease(r)
+Reader(r) == \/ ReaderPollReadFlag(r) \/ ReaderPollWritten(r)
+             \/ ReaderReadPayload(r) \/ ReaderRelease(r)
 
 Next == Writer \/ (\E r \in Readers : Reader(r)) \/ Done
 
@@ -233,7 +260,7 @@ PublishedBeforeReadInv ==
     \A r \in Readers : Len(delivered[r]) <= sent
 
 \* The writer never starts overwriting a chunk whose message some reader
-\* has not yet read (from WriterPoll's success until the payload is stored).
+\* has not yet read (from the successful poll until the payload is stored).
 NoOverwriteUnreadInv ==
     wpc \in {"clear", "fill"} /\ payload[windex] \in Msgs =>
         \A r \in Readers : \E k \in 1 .. Len(delivered[r]) :
@@ -241,6 +268,25 @@ NoOverwriteUnreadInv ==
 
 \* Every flag access is inside the chunk's read-flag bytes.
 FlagInBoundsInv == \A r \in Readers : rpc[r] # "fault"
+
+\* The writer's poll is N + 1 separate loads, yet as good as one snapshot:
+\* read flags only go 0 -> 1 while the writer polls (only readers store to
+\* them then, and only 1), so a flag the poll has seen as 1 is still 1, and
+\* a chunk the poll found free through its flags has ALL flags 1 when the
+\* writer claims it.
+PollFlagsStableInv ==
+    /\ wpc = "pollflag" => \A i \in 0 .. wflag - 1 : readFlag[windex][i] = 1
+    /\ wpc = "clear" /\ written[windex] = 1 =>
+           \A i \in FlagIdx : readFlag[windex][i] = 1
+
+\* Read flag i of a chunk is reader i's acknowledgement: when it is 1 and
+\* the chunk holds a message, reader i has delivered that message -- except
+\* between the writer's WriterFillPayload and its clear of that flag.
+FlagAwaitingClear(c, i) == wpc = "flags" /\ windex = c /\ i >= wflag
+ReadFlagMeansReadInv ==
+    \A c \in Chunks, i \in FlagIdx :
+        readFlag[c][i] = 1 /\ payload[c] \in Msgs /\ ~FlagAwaitingClear(c, i) =>
+            \E k \in 1 .. Len(delivered[i]) : delivered[i][k] = payload[c]
 
 (*************************************** liveness **************************)
 
@@ -253,6 +299,7 @@ EveryMessageReadProp ==
     \A r \in Readers : []<>(Len(delivered[r]) >= sent)
 
 \* The writer is never blocked forever (readers keep reading, so a chunk it
-\* waits for is eventually released): every WriterPoll spin ends.
-WriterProgressProp == (wpc = "poll") ~> (wpc # "poll")
+\* waits for is eventually released): every polling phase ends.
+WriterPolling == wpc \in {"poll", "pollflag"}
+WriterProgressProp == WriterPolling ~> ~WriterPolling
 =============================================================================

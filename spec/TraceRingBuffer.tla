@@ -7,9 +7,11 @@
 (* step atomic with respect to every other step (a lock from before_step   *)
 (* to after_step), so the recorded order is a linearization. Each event:   *)
 (*   actor   "writer" or "reader<k>";  rd: k for a reader, -1 the writer   *)
-(*   action  the step name (src/verifiedring/steps.py)                     *)
+(*   action  the step name (src/verifiedring/steps.py): one event per load *)
+(*           or store of a flag byte, failed poll loads included           *)
 (*   chunk   the chunk the step acted on                                   *)
-(*   reader  the read flag a WriterClearReadFlag cleared, else -1          *)
+(*   reader  the read flag a WriterPollReadFlag loaded or a                *)
+(*           WriterClearReadFlag cleared, else -1                          *)
 (*   after   the chunk's flag bytes after the step: <<written, r0, ...>>   *)
 (*                                                                         *)
 (* TraceNext replays event step+1 with the action of the same name and     *)
@@ -40,7 +42,9 @@ NextWriterAction(k) ==
 
 \* The step's action, on the chunk the event names.
 Replay(e) ==
-    CASE e.action = "WriterPoll" -> e.chunk = windex /\ WriterPoll
+    CASE e.action = "WriterPollWritten" -> e.chunk = windex /\ WriterPollWritten
+      [] e.action = "WriterPollReadFlag" ->
+            e.chunk = windex /\ e.reader = wflag /\ WriterPollReadFlag
       [] e.action = "WriterClearWritten" -> e.chunk = windex /\ WriterClearWritten
       [] e.action = "WriterFillPayload" ->
             /\ e.chunk = windex
@@ -49,12 +53,12 @@ Replay(e) ==
                  ELSE WriterFillPayload
       [] e.action = "WriterAbort" -> e.chunk = windex /\ WriterAbort
       [] e.action = "WriterClearReadFlag" ->
-            /\ e.chunk = windex
-            /\ e.reader \in toClear
-            /\ WriterClearReadFlag
-            /\ toClear' = toClear \ {e.reader}
+            e.chunk = windex /\ e.reader = wflag /\ WriterClearReadFlag
       [] e.action = "WriterPublish" -> e.chunk = windex /\ WriterPublish
-      [] e.action = "ReaderPoll" -> e.chunk = rindex[e.rd] /\ ReaderPoll(e.rd)
+      [] e.action = "ReaderPollReadFlag" ->
+            e.chunk = rindex[e.rd] /\ ReaderPollReadFlag(e.rd)
+      [] e.action = "ReaderPollWritten" ->
+            e.chunk = rindex[e.rd] /\ ReaderPollWritten(e.rd)
       [] e.action = "ReaderReadPayload" ->
             e.chunk = rindex[e.rd] /\ ReaderReadPayload(e.rd)
       [] e.action = "ReaderRelease" -> e.chunk = rindex[e.rd] /\ ReaderRelease(e.rd)
@@ -62,7 +66,7 @@ Replay(e) ==
 \* The recorded flag bytes of the chunk agree with the spec's after the step.
 FlagsAgree(e) ==
     /\ written'[e.chunk] = e.after[1]
-    /\ \A i \in Slots : readFlag'[e.chunk][i] = e.after[i + 2]
+    /\ \A i \in FlagIdx : readFlag'[e.chunk][i] = e.after[i + 2]
 
 TraceInit == Init /\ step = 0
 
