@@ -42,7 +42,8 @@ from hypothesis.stateful import (
 from verifiedring import ShmRingBuffer
 from verifiedring.ring import ReaderCursor, WriterCursor
 from verifiedring.steps import (
-    READER_POLL,
+    READER_POLL_READ_FLAG,
+    READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
     READER_RELEASE,
     WRITER_ABORT,
@@ -50,7 +51,8 @@ from verifiedring.steps import (
     WRITER_CLEAR_READ_FLAG,
     WRITER_CLEAR_WRITTEN,
     WRITER_FILL_PAYLOAD,
-    WRITER_POLL,
+    WRITER_POLL_READ_FLAG,
+    WRITER_POLL_WRITTEN,
     WRITER_PUBLISH,
     reader_actor,
 )
@@ -64,6 +66,9 @@ TRACE_TAIL = 80  # steps of trace shown in a failure message
 
 # The writer's with-body, after storing the payload, waits for one of these.
 AFTER_FILL = (WRITER_ABORT, WRITER_CLEAR_READ_FLAG)
+# An actor parked at one of these is polling (its chunk's flags decide what comes next).
+WRITER_POLLS = ((WRITER_POLL_WRITTEN,), (WRITER_POLL_READ_FLAG,))
+READER_POLLS = ((READER_POLL_READ_FLAG,), (READER_POLL_WRITTEN,))
 
 
 class _BodyRaised(Exception):
@@ -185,10 +190,15 @@ class RingMachine(RuleBasedStateMachine):
 
     # -- writer rules -----------------------------------------------------------------
 
-    @precondition(lambda self: self.writer_at(WRITER_POLL))
+    @precondition(lambda self: self.writer_at(WRITER_POLL_WRITTEN))
     @rule()
-    def WriterPoll(self) -> None:  # rule names = spec action names
-        self._grant(WRITER_ACTOR, WRITER_POLL)
+    def WriterPollWritten(self) -> None:  # rule names = spec action names
+        self._grant(WRITER_ACTOR, WRITER_POLL_WRITTEN)
+
+    @precondition(lambda self: self.writer_at(WRITER_POLL_READ_FLAG))
+    @rule()
+    def WriterPollReadFlag(self) -> None:
+        self._grant(WRITER_ACTOR, WRITER_POLL_READ_FLAG)
 
     @precondition(lambda self: self.writer_at(WRITER_CLEAR_WRITTEN))
     @rule()
@@ -222,11 +232,17 @@ class RingMachine(RuleBasedStateMachine):
 
     # -- reader rules -----------------------------------------------------------------
 
-    @precondition(lambda self: self.readers_at(READER_POLL))
+    @precondition(lambda self: self.readers_at(READER_POLL_READ_FLAG))
     @rule(data=st.data())
-    def ReaderPoll(self, data: st.DataObject) -> None:
-        k = data.draw(st.sampled_from(self.readers_at(READER_POLL)), label="reader")
-        self._grant(reader_actor(k), READER_POLL)
+    def ReaderPollReadFlag(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(self.readers_at(READER_POLL_READ_FLAG)), label="reader")
+        self._grant(reader_actor(k), READER_POLL_READ_FLAG)
+
+    @precondition(lambda self: self.readers_at(READER_POLL_WRITTEN))
+    @rule(data=st.data())
+    def ReaderPollWritten(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(self.readers_at(READER_POLL_WRITTEN)), label="reader")
+        self._grant(reader_actor(k), READER_POLL_WRITTEN)
 
     @precondition(lambda self: self.readers_at(READER_READ_PAYLOAD))
     @rule(data=st.data(), raise_in_body=st.booleans())
@@ -306,14 +322,14 @@ class RingMachine(RuleBasedStateMachine):
         if self.sched is None or self.probe is None:
             return
         w = self.writer
-        if w.pending != (WRITER_POLL,):
+        if w.pending not in WRITER_POLLS:
             return
         wf = self.probe.flags(w.chunk)
         if wf[0] == 0 or all(wf[1:]):
             return
         for k in range(self.n_reader):
             r = self.reader(k)
-            if r.pending != (READER_POLL,):
+            if r.pending not in READER_POLLS:
                 return
             rf = self.probe.flags(r.chunk)
             if rf[0] == 1 and rf[1 + k] == 0:
