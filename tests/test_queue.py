@@ -235,8 +235,8 @@ def test_timeout_while_overflow_frame_pending_retry_returns_same_object(
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w, r = g.writer, g.readers[0]
-    held = _HeldSocket(w._local_sock)
-    w._local_sock = held  # type: ignore[assignment]
+    held = _HeldSocket(w._local.socket)
+    w._local.socket = held  # type: ignore[assignment]
     big = b"B" * 50_000
     w.enqueue(big, timeout=T)
     w.enqueue("after", timeout=T)
@@ -247,7 +247,7 @@ def test_timeout_while_overflow_frame_pending_retry_returns_same_object(
     with pytest.raises(RingTimeoutError, match="overflow frame seq 0"):
         r.dequeue(timeout=0)
     held.release()
-    w._local_sock = held.sock
+    w._local.socket = held.sock
     assert r.dequeue(T) == big
     assert r.dequeue(T) == "after"
     assert r.dequeue(T) == "third"
@@ -451,13 +451,13 @@ def test_a_send_that_times_out_is_a_broken_peer_naming_the_frame(
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w = g.writer
-    real = w._local_sock
-    w._local_sock = _WedgedSocket(real)  # type: ignore[assignment]
+    real = w._local.socket
+    w._local.socket = _WedgedSocket(real)  # type: ignore[assignment]
     try:
         with pytest.raises(BrokenPeerError, match="overflow frame seq 0 could not be queued"):
             w.enqueue(b"B" * 50_000, timeout=T)
     finally:
-        w._local_sock = real
+        w._local.socket = real
 
 
 def test_large_inline_buffers_are_owned_by_the_reader(group: Callable[..., Group]) -> None:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 import zmq
+from verifiedring.queue.sockets import Signer, new_key
+from verifiedring.queue.wire import HEADER, OVERFLOW, READY, control_header
 
 from verifiedring import MessageQueue, RingTimeoutError
 from verifiedring.shm import SHM_DIR
-from verifiedring.transport import FRAMED, HEADER, READY, Signer, control_header, new_key
 
 LOOPBACK = "127.0.0.1"
 T = 10.0
@@ -38,7 +39,7 @@ class Evil:
 
 def data_parts(obj: Any, seq: int) -> list[bytes]:
     stream = pickle.dumps(obj, protocol=5)
-    return [HEADER.pack(FRAMED, seq, len(stream), 0), stream]
+    return [HEADER.pack(OVERFLOW, seq, len(stream), 0), stream]
 
 
 @pytest.fixture

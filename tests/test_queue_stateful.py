@@ -60,8 +60,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.remote = MessageQueue.create_from_handle(handle, 1)
         for q in (self.writer, self.local, self.remote):
             q.wait_until_ready(PATIENT)
-        self.held = _HeldSocket(self.writer._local_sock, holding=False)
-        self.writer._local_sock = self.held  # type: ignore[assignment]
+        self.held = _HeldSocket(self.writer._local.socket, holding=False)
+        self.writer._local.socket = self.held  # type: ignore[assignment]
         self.holding = False
         self.sent: list[bytes] = []
         self.overflow: list[bool] = []
@@ -101,7 +101,7 @@ class QueueMachine(RuleBasedStateMachine):
         # saw it (holding) or -- not holding -- the chunk's marker says so.
         if self.holding:
             return any(_seq_of(p) == seq for p in self.held.held)
-        return self.writer._writer is not None and _marker_is_framed(self.writer, seq)
+        return self.writer._cursor is not None and _marker_is_framed(self.writer, seq)
 
     @rule(bad=st.sampled_from([lambda: 0, threading.Lock()]))
     def enqueue_unpicklable(self, bad: Any) -> None:
@@ -188,7 +188,7 @@ class QueueMachine(RuleBasedStateMachine):
                 else:
                     raise AssertionError("a reader returned more objects than were sent")
         finally:
-            self.writer._local_sock = self.held.sock
+            self.writer._local.socket = self.held.sock
             for q in (self.local, self.remote, self.writer):
                 q.close()
 
@@ -198,21 +198,21 @@ class QueueMachine(RuleBasedStateMachine):
 
 
 def _seq_of(parts: list[Any]) -> int:
-    from verifiedring.transport import HEADER
+    from verifiedring.queue.wire import HEADER
 
     seq: int = HEADER.unpack_from(parts[0])[1]
     return seq
 
 
 def _marker_is_framed(writer: MessageQueue, seq: int) -> bool:
-    from verifiedring.transport import FRAMED, HEADER
+    from verifiedring.queue.wire import HEADER, OVERFLOW
 
     ring = writer._ring
     assert ring is not None
     chunk = ring._data_views[seq % MAX_CHUNKS]
     kind, got = HEADER.unpack_from(chunk)[:2]
     assert got == seq
-    return bool(kind == FRAMED)
+    return bool(kind == OVERFLOW)
 
 
 QueueMachine.TestCase.settings = settings(

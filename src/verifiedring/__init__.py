@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import (
     BrokenPeerError,
     ClosedError,
+    DecodeError,
     MisuseError,
     RingTimeoutError,
     VerifiedRingError,
@@ -20,11 +21,12 @@ from .layout import RingLayout
 from .ring import ReaderCursor, RingHandle, ShmRingBuffer, WriterCursor
 
 if TYPE_CHECKING:
-    from .message_queue import Handle, MessageQueue
+    from .queue import Handle, MessageQueue
 
 __all__ = [
     "BrokenPeerError",
     "ClosedError",
+    "DecodeError",
     "Handle",
     "MessageQueue",
     "MisuseError",
@@ -37,7 +39,7 @@ __all__ = [
     "WriterCursor",
 ]
 
-_LAZY = {"MessageQueue": "message_queue", "Handle": "message_queue"}
+_LAZY = {"MessageQueue": "queue", "Handle": "queue"}
 
 
 def __getattr__(name: str) -> Any:

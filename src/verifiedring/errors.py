@@ -1,4 +1,4 @@
-"""The error taxonomy of verifiedring: one base class, four kinds.
+"""The error taxonomy of verifiedring: one base class, five kinds.
 
 Every message names the rule that was broken and the values that broke it,
 so a log line alone tells an operator which process, reader and chunk is
@@ -11,6 +11,8 @@ involved and what was expected.
 * :class:`ClosedError` -- the channel was closed or shut down by its writer.
 * :class:`BrokenPeerError` -- a peer's state cannot be trusted: a segment is
   gone or has the wrong size, a frame failed authentication, a worker raised.
+* :class:`DecodeError` -- one received message did not unpickle; it was
+  consumed and the channel goes on with the next one.
 """
 
 from __future__ import annotations
@@ -34,3 +36,26 @@ class ClosedError(VerifiedRingError):
 
 class BrokenPeerError(VerifiedRingError):
     """A peer or the shared segment is in a state that cannot be trusted."""
+
+
+class DecodeError(VerifiedRingError):
+    """A received message could not be unpickled. It was consumed: the next call
+    returns the next message, so one bad object never blocks the channel."""
+
+    def __init__(self, seq: int, cause: BaseException, type_name: str | None = None) -> None:
+        super().__init__(seq, cause, type_name)
+        self.seq = seq
+        self.cause = cause
+        self.type_name = type_name
+        #: Who received it (set by the queue end that raises it).
+        self.receiver = ""
+
+    def __str__(self) -> str:
+        who = f"{self.receiver}: " if self.receiver else ""
+        what = f" (an object of type {self.type_name})" if self.type_name else ""
+        return (
+            f"{who}message seq {self.seq}{what} could not be unpickled: "
+            f"{type(self.cause).__name__}: {self.cause}; it was consumed, the next "
+            "dequeue returns message seq "
+            f"{self.seq + 1}"
+        )

@@ -85,7 +85,7 @@ FOREVER = Deadline(None, 0.0)
 class StallLog:
     """Logs ``describe()`` at WARNING once per ``interval`` while a wait lasts."""
 
-    __slots__ = ("_describe", "_interval", "_began", "_next")
+    __slots__ = ("_began", "_describe", "_interval", "_next")
 
     def __init__(self, describe: Callable[[], str], interval: float = DEFAULT_LOG_INTERVAL):
         self._describe = describe

@@ -114,7 +114,7 @@ class GroupBroadcaster:
         """Collective: build the group's MessageQueue (writer ``writer_rank``) and wrap it."""
         import torch.distributed as dist
 
-        from ..message_queue import MessageQueue
+        from ..queue import MessageQueue
         from .group import create_from_process_group
 
         queue = None

@@ -26,9 +26,9 @@ shared state is touched.
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, NamedTuple
 
-from .errors import MisuseError
+from ..errors import MisuseError
 
 PROTOCOL = 5
 #: Buffers smaller than this stay inside the pickle stream (a frame per tiny
@@ -36,6 +36,16 @@ PROTOCOL = 5
 DEFAULT_OOB_THRESHOLD = 64 * 1024
 
 _BYTES_TYPES = (bytes, bytearray)
+#: What the serializer holds between calls: no reference to the last object's memory.
+_NO_BUFFERS: list[memoryview] = []
+
+
+class Pickled(NamedTuple):
+    """One serialized object: what the writer stores or sends."""
+
+    stream: bytes
+    buffers: list[memoryview]
+    lend: bool
 
 
 class _OutOfBand:
@@ -56,10 +66,6 @@ class Serializer:
     def __init__(self, oob_threshold: int = DEFAULT_OOB_THRESHOLD) -> None:
         self._threshold = oob_threshold
         self._oob: list[memoryview] = []
-        #: True when the last object's out-of-band buffers are copied by its own
-        #: reconstruction (a top-level ``bytes``/``bytearray``), so a reader may
-        #: lend the unpickler views it will release right after loading.
-        self.copies_buffers = False
 
     def _keep(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
@@ -69,13 +75,13 @@ class Serializer:
         self._oob.append(raw)
         return False
 
-    def dumps(self, obj: object) -> tuple[bytes, list[memoryview]]:
+    def dumps(self, obj: object) -> Pickled:
+        """``obj`` pickled; raises :class:`MisuseError` naming its type if it cannot be."""
         oob: list[memoryview] = []
         self._oob = oob
         target = obj
         if type(obj) in _BYTES_TYPES and len(obj) >= self._threshold:  # type: ignore[arg-type]
             target = _OutOfBand(obj)  # type: ignore[arg-type]
-        self.copies_buffers = target is not obj
         try:
             stream = pickle.dumps(target, protocol=PROTOCOL, buffer_callback=self._keep)
         except Exception as exc:
@@ -85,8 +91,5 @@ class Serializer:
                 f"{type(obj).__qualname__} with pickle protocol {PROTOCOL}: "
                 f"{type(exc).__name__}: {exc}; nothing was sent"
             ) from exc
-        return stream, oob
-
-    def release(self) -> None:
-        """Drop the references to the last object's buffers."""
-        self._oob = []
+        self._oob = _NO_BUFFERS
+        return Pickled(stream, oob, target is not obj)

@@ -1,24 +1,12 @@
-"""Wire format, ZeroMQ sockets and frame authentication of the message queue.
+"""ZeroMQ sockets of the message queue: endpoints, frame authentication, bounded waits.
 
-Wire format
------------
-Every message starts with one header (:data:`HEADER`, little endian)::
+The bytes inside the frames are :mod:`.wire`'s.
 
-    kind     u8    INLINE (0) | FRAMED (1) | READY (2) | SHUTDOWN (3)
-    seq      u64   the message's sequence number (SHUTDOWN: messages sent in all)
-    nstream  u64   bytes of the pickle stream
-    nbuf     u32   number of out-of-band buffers
-
-followed, for INLINE and FRAMED, by ``nbuf`` u64 buffer lengths (:data:`LENGTH`).
-Byte 0 of a ring chunk is therefore the overflow flag.
-
-* Ring chunk, INLINE: header, lengths, stream, buffers -- all in the chunk.
-* Ring chunk, FRAMED (overflow marker): the header only; the object travels on
-  the local socket as the frame with the same ``seq``.
-* Local socket frame: ``[header, stream, *buffers]`` (multipart).
-* Remote socket frame: ``[mac, header, stream, *buffers]`` where ``mac`` is
-  HMAC-SHA256 over the remaining parts (each prefixed by its length, so
-  parts cannot be re-split), keyed with the queue's random key.
+Authentication
+--------------
+A remote frame is ``[mac, *parts]``: ``mac`` is HMAC-SHA256 over the parts
+(each prefixed by its length, so parts cannot be re-split), keyed with the
+queue's random key, and verified before anything is unpickled.
 
 Sockets
 -------
@@ -48,37 +36,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import secrets
 import shutil
+import socket
 import struct
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import zmq
 
-from .errors import MisuseError
-
-# --- wire format -----------------------------------------------------------
-
-INLINE = 0
-FRAMED = 1
-READY = 2
-SHUTDOWN = 3
-#: INLINE whose out-of-band buffers the unpickler copies anyway (a top-level
-#: ``bytes``/``bytearray``): the reader lends it views of the chunk instead of
-#: copying them out first, so a large object costs one copy and one allocation.
-INLINE_LENT = 4
-KIND_NAMES = {
-    INLINE: "INLINE", FRAMED: "FRAMED", READY: "READY", SHUTDOWN: "SHUTDOWN",
-    INLINE_LENT: "INLINE_LENT",
-}
-
-HEADER = struct.Struct("<BQQI")
-LENGTH = struct.Struct("<Q")
-
-#: READY and SHUTDOWN: control messages that may share a pipe with the window.
-CONTROL_MESSAGES = 2
+from ..errors import BrokenPeerError, MisuseError
+from ..waiting import Deadline, StallLog, wait_readable
+from .wire import CONTROL_MESSAGES, LENGTH
 
 #: The longest an XPUB send may block (it never should: see High-water marks).
 SEND_TIMEOUT_MS = 30_000
@@ -87,10 +59,6 @@ KEY_BYTES = 32
 MAC_BYTES = 32
 HELLO_PREFIX = b"\xffvr-hello"
 _RANK = struct.Struct("<I")
-
-
-def control_header(kind: int, seq: int) -> bytes:
-    return HEADER.pack(kind, seq, 0, 0)
 
 
 def hwm_for_window(window: int) -> int:
@@ -157,21 +125,69 @@ def _xpub(ctx: zmq.Context[Any], hwm: int) -> zmq.Socket[Any]:
     return sock
 
 
-def tcp_wildcard_port(ip: str) -> str:
-    if ip in ("", "*", "0.0.0.0", "::"):
+def bind_address(ip: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The one address ``ip`` names, to bind on; never an unspecified (wildcard) one.
+
+    ``ip`` is an address literal or a host name; a name must resolve to
+    addresses none of which is unspecified (``0``, ``0.0``, ``::0`` and the
+    like all are). Raises :class:`MisuseError` naming the value and the rule.
+    """
+    if not isinstance(ip, str) or not ip.strip() or ip.strip() == "*":
         raise MisuseError(
-            f"connect_ip={ip!r} would bind on every interface; pass the address remote "
-            "readers connect to"
+            f"connect_ip={ip!r} is not an address: pass the address of this host that "
+            "remote readers connect to"
         )
-    return f"tcp://[{ip}]:0" if ":" in ip else f"tcp://{ip}:0"
+    try:
+        infos = socket.getaddrinfo(ip.strip(), None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        raise MisuseError(f"connect_ip={ip!r} does not resolve: {exc}") from None
+    addrs = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+    if not addrs or any(a.is_unspecified for a in addrs):
+        raise MisuseError(
+            f"connect_ip={ip!r} means {sorted({str(a) for a in addrs})}: an unspecified "
+            "address binds every interface; pass the address remote readers connect to"
+        )
+    return addrs[0]
 
 
 def bind_tcp(sock: zmq.Socket[Any], ip: str) -> str:
-    """Bind ``sock`` to ``ip`` on a port the OS picks; return the bound endpoint."""
-    if ":" in ip:
+    """Bind ``sock`` to ``ip`` (:func:`bind_address`) on a port the OS picks; return
+    the bound endpoint."""
+    addr = bind_address(ip)
+    if addr.version == 6:
         sock.setsockopt(zmq.IPV6, 1)
-    sock.bind(tcp_wildcard_port(ip))
+        sock.bind(f"tcp://[{addr}]:0")
+    else:
+        sock.bind(f"tcp://{addr}:0")
     return _last_endpoint(sock)
+
+
+def send_frames(sock: zmq.Socket[Any], parts: list[Any], what: str, who: str) -> None:
+    """Send on an XPUB; a send blocked past SEND_TIMEOUT_MS is a broken peer."""
+    try:
+        sock.send_multipart(parts, copy=False)
+    except zmq.Again:
+        raise BrokenPeerError(
+            f"{who}: {what} could not be queued within {SEND_TIMEOUT_MS / 1000:.0f} s: a "
+            "reader's pipe stayed at its high-water mark, which the protocol's window "
+            "should make impossible; is a reader wedged?"
+        ) from None
+
+
+def recv_frames(
+    sock: zmq.Socket[Any], deadline: Deadline, describe: Callable[[], str],
+    on_timeout: Callable[[float], Exception], log_interval: float,
+) -> list[zmq.Frame]:
+    """The next multipart message on ``sock``, waiting until ``deadline`` at most."""
+    try:
+        return sock.recv_multipart(zmq.NOBLOCK, copy=False)
+    except zmq.Again:
+        pass
+    def readable(ms: int) -> bool:
+        return bool(sock.poll(ms))
+
+    wait_readable(readable, deadline, StallLog(describe, log_interval), on_timeout)
+    return sock.recv_multipart(copy=False)
 
 
 class LocalEndpoint:
@@ -191,6 +207,11 @@ class LocalEndpoint:
 
     def remove_directory(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    def close(self, linger_ms: int) -> None:
+        """Close the socket (queued frames may flow for ``linger_ms``), remove the path."""
+        self.socket.close(linger=linger_ms)
+        self.remove_directory()
 
 
 def remote_xpub(ctx: zmq.Context[Any], ip: str, hwm: int) -> tuple[zmq.Socket[Any], str]:

@@ -1,0 +1,112 @@
+"""Flow control for remote readers: acknowledged counts, the floor, who lags.
+
+Remote readers have no ring to hold the writer back, so the writer keeps at
+most ``window`` messages un-acknowledged per remote reader: before sending
+message ``seq`` it waits until ``seq - floor < window`` (``floor``: the least
+acknowledged count), or times out naming the lagging ranks. A reader acks its
+received count every ``ack_interval = window // 4`` messages, so the writer
+drains acks only once some reader may be within ``ack_interval`` of the
+window's end. The window also gives the remote socket's high-water mark.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from typing import Any
+
+import zmq
+
+from ..errors import RingTimeoutError
+from ..waiting import Deadline, StallLog, wait_readable
+from .sockets import Signer
+
+logger = logging.getLogger("verifiedring")
+
+ACK = struct.Struct("<IQ")  # rank, received count
+
+
+def ack_interval(window: int) -> int:
+    """How many messages a remote reader receives between two acknowledgements."""
+    return max(1, window // 4)
+
+
+def ack_message(signer: Signer, rank: int, count: int) -> list[bytes]:
+    """The frames a reader sends to acknowledge ``count`` received messages."""
+    body = ACK.pack(rank, count)
+    return [signer.sign([body]), body]
+
+
+class RemoteCredit:
+    """The writer's view of its remote readers' acknowledgements."""
+
+    def __init__(self, sock: zmq.Socket[Any], signer: Signer, window: int) -> None:
+        self._sock = sock
+        self._signer = signer
+        self.window = window
+        self._check_at = window - ack_interval(window)
+        self._acked: dict[int, int] = {}
+        self.floor = 0  # min over remote readers of their acknowledged count
+        #: Acknowledgements dropped because they failed authentication.
+        self.rejected = 0
+
+    def start(self, ranks: set[int]) -> None:
+        """Track ``ranks`` (the remote readers seen at the handshake), none acked yet."""
+        self._acked = dict.fromkeys(sorted(ranks), 0)
+        self.floor = 0
+
+    def needs_check(self, seq: int) -> bool:
+        """Whether sending ``seq`` may come near the window (then call :meth:`reserve`)."""
+        return seq - self.floor >= self._check_at
+
+    def reserve(self, seq: int, deadline: Deadline, who: str, log_interval: float) -> None:
+        """Return once sending ``seq`` keeps every remote reader within the window.
+
+        Raises :class:`RingTimeoutError` at ``deadline`` naming the lagging ranks.
+        """
+        self._drain(seq)
+        if seq - self.floor < self.window:
+            return
+
+        def lagging() -> str:
+            return f"{who} waits for remote readers {self.lagging(seq)} (rank: acked count)"
+
+        def timed_out(waited: float) -> RingTimeoutError:
+            return RingTimeoutError(
+                f"{who} could not enqueue message seq {seq} after {waited:.3f} s: remote "
+                f"readers {self.lagging(seq)} are {self.window} or more messages behind "
+                "(rank: acknowledged count)"
+            )
+
+        def has_room(ms: int) -> bool:
+            self._sock.poll(ms)
+            self._drain(seq)
+            return seq - self.floor < self.window
+
+        wait_readable(has_room, deadline, StallLog(lagging, log_interval), timed_out)
+
+    def close(self) -> None:
+        self._sock.close(linger=0)
+
+    def lagging(self, seq: int) -> dict[int, int]:
+        return {r: c for r, c in self._acked.items() if seq - c >= self.window}
+
+    def _drain(self, seq: int) -> None:
+        sock = self._sock
+        acked = self._acked
+        while sock.poll(0):
+            frames = sock.recv_multipart(copy=False)
+            body = frames[-1].bytes if len(frames) == 2 else b""
+            if len(body) != ACK.size or not self._signer.verify(frames[0].bytes, [body]):
+                self.rejected += 1
+                if self.rejected in (1, 10, 100, 1000) or self.rejected % 10000 == 0:
+                    logger.warning(
+                        "pid %d: dropped %d unauthenticated acknowledgement(s) so far",
+                        os.getpid(), self.rejected,
+                    )
+                continue
+            rank, count = ACK.unpack(body)
+            if rank in acked and count > acked[rank]:
+                acked[rank] = count
+        self.floor = min(acked.values()) if acked else seq

@@ -1,0 +1,47 @@
+"""The picklable :class:`Handle` a reader attaches with, and the reader-set rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import MisuseError
+from ..ring import RingHandle
+
+
+@dataclass(frozen=True)
+class Handle:
+    """Everything a reader needs to attach (picklable). The key never shows in a repr."""
+
+    n_reader: int
+    local_reader_ranks: tuple[int, ...]
+    buffer_handle: RingHandle | None
+    local_subscribe_addr: str | None
+    remote_subscribe_addr: str | None
+    remote_ack_addr: str | None
+    remote_window: int
+    hmac_key: bytes = field(repr=False)
+
+
+def check_counts(
+    n_reader: int, n_local_reader: int, local_reader_ranks: Sequence[int] | None
+) -> tuple[int, ...]:
+    """The local reader ranks, checked: ``n_local_reader`` distinct ints, at most
+    ``n_reader`` readers in all. Raises :class:`MisuseError` naming the values."""
+    for name, value in (("n_reader", n_reader), ("n_local_reader", n_local_reader)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise MisuseError(f"{name} must be an int >= 0, got {value!r}")
+    if n_reader < 1:
+        raise MisuseError("n_reader must be >= 1: a queue with no reader has no use")
+    if n_local_reader > n_reader:
+        raise MisuseError(
+            f"n_local_reader={n_local_reader} exceeds n_reader={n_reader}: local readers are "
+            "a subset of all readers"
+        )
+    ranks = tuple(range(n_local_reader) if local_reader_ranks is None else local_reader_ranks)
+    if len(ranks) != n_local_reader or len(set(ranks)) != len(ranks):
+        raise MisuseError(
+            f"local_reader_ranks={list(ranks)} must list n_local_reader={n_local_reader} "
+            "distinct ranks"
+        )
+    return ranks

@@ -1,0 +1,175 @@
+"""A local reader end: messages from the ring, overflow frames from the ipc socket.
+
+State: ``seq`` (the next sequence number expected) and ``pending`` (the
+sequence number of an overflow marker already taken from the ring whose frame
+has not been received yet, else ``None``). A dequeue:
+
+1. ``pending is None``: wait for the ring chunk; check its ``seq``; INLINE:
+   consume it (``seq += 1``), load the object, release; OVERFLOW: set
+   ``pending = seq`` and release the chunk (the writer is never held up by
+   a socket wait).
+2. ``pending is not None``: take the frame (stashed while waiting on the
+   ring, or received now); its sequence number must equal ``pending``;
+   ``pending = None``, ``seq += 1``, load it.
+
+A timeout in step 2 raises :class:`RingTimeoutError` and leaves ``pending``
+set: the retry goes straight to step 2 and returns that same object. While
+it waits on the ring, the reader looks at its socket every ``SLICE`` seconds:
+frames that arrive are stashed in order, and SHUTDOWN is noted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from typing import Any
+
+import zmq
+
+from ..errors import BrokenPeerError, DecodeError, MisuseError, RingTimeoutError
+from ..ring import ReaderCursor, ShmRingBuffer
+from ..shm import SHM_DIR
+from ..waiting import Deadline, StallLog, wait_for
+from . import wire
+from .handle import Handle
+from .reader import QueueReader
+from .sockets import hello_topic, hwm_for_window, subscriber
+
+#: How often a local reader blocked on the ring looks at its socket.
+SLICE = 0.2
+
+
+class LocalReader(QueueReader):
+    """A reader on the writer's host: ``create_from_handle`` with a local rank."""
+
+    is_local_reader = True
+    channel = "local"
+
+    def __init__(self, handle: Handle, rank: int) -> None:
+        super().__init__(handle, rank)
+        bh = handle.buffer_handle
+        if bh is None or handle.local_subscribe_addr is None:
+            raise MisuseError(f"handle lists local rank {rank} but carries no ring")
+        self.max_chunk_bytes = bh.max_chunk_bytes
+        self.max_chunks = bh.max_chunks
+        self._pending: int | None = None
+        self._stash: deque[list[zmq.Frame]] = deque()
+        self._socket_check_at = 0.0
+        expected = bh.layout.total_bytes
+        try:
+            actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
+        except FileNotFoundError:
+            actual = None  # attach reports a missing segment
+        if actual is not None and actual != expected:
+            raise BrokenPeerError(
+                f"segment {bh.name!r} has {actual} bytes but the handle's geometry "
+                f"(n_reader={bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, "
+                f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
+            )
+        self._ring = ShmRingBuffer.attach(bh)
+        try:
+            self._cursor: ReaderCursor = self._ring.reader(self.local_reader_ranks.index(rank))
+            # spec: ReaderSubscribe
+            self._sock = subscriber(
+                self._ctx, handle.local_subscribe_addr, hwm_for_window(bh.max_chunks + 1),
+                hello_topic(self._signer, rank),
+            )
+        except BaseException:
+            self._ring.close()
+            raise
+        self._closed = False
+
+    def _socket(self) -> zmq.Socket[Any]:
+        return self._sock
+
+    def dequeue(self, timeout: float | None = None) -> Any:
+        """The next object, in the writer's order. Raises :class:`RingTimeoutError`
+        after ``timeout`` seconds (retrying is safe), :class:`ClosedError` after
+        shutdown, :class:`DecodeError` (message consumed) if it does not unpickle."""
+        if self._refusal is not None:
+            self._refuse()
+        deadline = Deadline.after(timeout)
+        if self._pending is None:
+            cursor = self._cursor
+            if not cursor.poll():
+                self._socket_check_at = 0.0
+                wait_for(self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout)
+            # spec: ReaderTakeChunk -- the with-block releases the chunk, also on a raise
+            with cursor as chunk:
+                header = wire.read_header(chunk)
+                kind, seq = header[0], header[1]
+                if seq != self._seq or kind not in wire.CHUNK_KINDS:
+                    raise self._out_of_order("ring", kind, seq)
+                if kind != wire.OVERFLOW:
+                    self._seq = seq + 1  # consumed before it is decoded
+                    try:
+                        return wire.load_inline(chunk, header)
+                    except DecodeError as exc:
+                        raise self._named(exc) from exc.cause
+                self._pending = seq  # the chunk is released now; the frame is awaited
+        # spec: ReaderResume -- also entered directly when a marker was pending
+        return self._take_frame(self._pending, deadline)
+
+    def _take_frame(self, pending: int, deadline: Deadline) -> Any:
+        # spec: ReaderRecvFrame -- the stash first, in arrival order
+        if self._stash:
+            frames = self._stash.popleft()
+        else:
+            # spec: ReaderTimeout -- _recv raises RingTimeoutError and _pending stays set,
+            # so the retry returns this same object (the known trap cannot happen)
+            frames = self._recv(
+                self._sock, deadline,
+                f"overflow frame seq {pending} on the local socket (its chunk is released)",
+            )
+        kind, seq = self._parse_header(frames[0])[:2]
+        if kind != wire.OVERFLOW or seq != pending:
+            raise self._out_of_order("local socket", kind, seq)
+        self._pending = None
+        self._seq = seq + 1  # consumed before it is decoded
+        try:
+            return wire.load_frame(seq, [f.buffer for f in frames])
+        except DecodeError as exc:
+            raise self._named(exc) from exc.cause
+
+    def _ring_or_shutdown(self) -> bool:
+        """The ring's next chunk is ready; every ``SLICE`` also drain the socket
+        (stash frames, note SHUTDOWN: raises :class:`ClosedError` once all is read)."""
+        if self._cursor.poll():
+            return True
+        now = time.monotonic()
+        if now >= self._socket_check_at:
+            self._socket_check_at = now + SLICE
+            sock = self._sock
+            while sock.poll(0):
+                frames = sock.recv_multipart(copy=False)
+                kind, seq = self._parse_header(frames[0])[:2]
+                if kind == wire.SHUTDOWN:
+                    self._saw_shutdown(seq)
+                else:  # the frame of a marker published since the last look
+                    self._stash.append(frames)
+            if self._shutdown_total is not None:
+                self._saw_shutdown(self._shutdown_total)
+        return False
+
+    def _ring_stall(self) -> StallLog:
+        return StallLog(self._describe_ring_wait, self.log_interval)
+
+    def _describe_ring_wait(self) -> str:
+        c = self._cursor
+        return (
+            f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
+            f"({c.flag_state()})"
+        )
+
+    def _ring_timeout(self, waited: float) -> RingTimeoutError:
+        c = self._cursor
+        return RingTimeoutError(
+            f"{self._who()} timed out after {waited:.3f} s waiting for message seq {self._seq} "
+            f"in ring chunk {c.index} ({c.flag_state()})"
+        )
+
+    def _release(self) -> None:
+        self._stash.clear()
+        self._sock.close(linger=0)
+        self._ring.close()

@@ -1,0 +1,194 @@
+"""MessageQueue: vLLM's entry point, one type per role behind it.
+
+``MessageQueue(n_reader, n_local_reader, ...)`` builds the writer
+(:class:`~verifiedring.queue.writer.QueueWriter`);
+``MessageQueue.create_from_handle(handle, rank)`` attaches a reader
+(:class:`~verifiedring.queue.local_reader.LocalReader` when ``rank`` is a local
+reader rank, else :class:`~verifiedring.queue.remote_reader.RemoteReader`).
+All three are subclasses of :class:`MessageQueue`, so ``isinstance`` and the
+vLLM-shaped calls work on each; a call that belongs to another role raises
+:class:`MisuseError`.
+
+Protocol (model: ``spec/MessageQueue.tla``; wire format: :mod:`.wire`)
+-----------------------------------------------------------------------
+* **Local readers** read every message from the ring. An object whose
+  encoding fits a chunk (:meth:`RingLayout.fits`) is stored there whole; a
+  larger one leaves an overflow marker (OVERFLOW + its sequence number) in the
+  ring and travels as a frame with the same sequence number on the local ipc
+  XPUB. A reader that took a marker releases the chunk at once and remembers
+  the sequence number as *pending*; a timeout while the frame is awaited
+  leaves it pending, so the retry returns that same object.
+* **Remote readers** never touch the ring: they receive every object as an
+  authenticated frame on the remote TCP XPUB and acknowledge their received
+  count to the writer's PULL socket (:mod:`.credit`).
+* Every message carries the writer's sequence number (0, 1, 2, ...); a reader
+  checks that it receives exactly the next one, whichever channel it took,
+  and raises :class:`BrokenPeerError` on a gap instead of returning a wrong
+  object. A message that does not unpickle is consumed first, then raises
+  :class:`DecodeError`: the next ``dequeue`` returns the next message.
+* ``shutdown()`` sends SHUTDOWN(total) on both sockets; a reader raises
+  :class:`ClosedError` once it has received ``total`` messages.
+
+A queue end is not thread-safe: use each from one thread.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import zmq
+
+from ..errors import ClosedError, MisuseError
+from ..waiting import DEFAULT_LOG_INTERVAL
+from .handle import Handle
+
+#: Why an end refuses to operate now: the error type and its message.
+Refusal = tuple[type[Exception], str]
+
+
+class MessageQueue:
+    """One end of a broadcast queue: the writer, a local reader or a remote reader."""
+
+    is_writer: ClassVar[bool] = False
+    is_local_reader: ClassVar[bool] = False
+    is_remote_reader: ClassVar[bool] = False
+
+    # Class-level defaults so close() and __del__ work on a half-built end.
+    _closed = True
+    _refusal: Refusal | None = (ClosedError, "the queue end was never opened")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> MessageQueue:
+        if cls is MessageQueue:  # vLLM's constructor builds the writer
+            from .writer import QueueWriter
+
+            return object.__new__(QueueWriter)
+        return object.__new__(cls)
+
+    if TYPE_CHECKING:  # what MessageQueue(...) accepts: the writer's parameters
+
+        def __init__(
+            self,
+            n_reader: int,
+            n_local_reader: int,
+            local_reader_ranks: list[int] | None = None,
+            max_chunk_bytes: int = ...,
+            max_chunks: int = ...,
+            connect_ip: str | None = None,
+            **kwargs: Any,
+        ) -> None: ...
+
+    def _open(self, refusal: Refusal) -> None:
+        """Common state of an end being built: the process-wide zmq context, refusing
+        with ``refusal`` until :meth:`wait_until_ready` returns. The constructor sets
+        ``_closed = False`` once every resource is held."""
+        # pyzmq makes a new instance after fork. A queue never terminates it:
+        # zmq_ctx_term can block forever (seen under load with every socket closed
+        # at linger 0); closing a socket with a linger bounds its queued frames.
+        self._ctx: zmq.Context[Any] = zmq.Context.instance()
+        self.log_interval = DEFAULT_LOG_INTERVAL
+        self._refusal = refusal
+
+    # --- construction of readers ---------------------------------------------
+
+    @classmethod
+    def create_from_handle(cls, handle: Handle, rank: int) -> MessageQueue:
+        """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``."""
+        if not isinstance(handle, Handle):
+            raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise MisuseError(f"rank must be an int >= 0, got {rank!r}")
+        if rank in handle.local_reader_ranks:
+            from .local_reader import LocalReader
+
+            return LocalReader(handle, rank)
+        from .remote_reader import RemoteReader
+
+        return RemoteReader(handle, rank)
+
+    @classmethod
+    def create_from_process_group(
+        cls, pg: Any, max_chunk_bytes: int, max_chunks: int, writer_rank: int = 0
+    ) -> MessageQueue:
+        """Every rank of ``pg`` calls this; see :mod:`verifiedring.distributed.group`."""
+        from importlib import import_module
+
+        group = import_module("verifiedring.distributed.group")
+        queue: MessageQueue = group.create_from_process_group(
+            cls, pg, max_chunk_bytes, max_chunks, writer_rank
+        )
+        return queue
+
+    # --- the calls of every role ------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _who(self) -> str:
+        raise NotImplementedError
+
+    def _refuse(self) -> None:
+        """Raise why this end cannot operate now (its ``_refusal``)."""
+        if self._refusal is not None:
+            kind, message = self._refusal
+            raise kind(f"{self._who()}: {message}")
+
+    def _wrong_role(self, call: str) -> MisuseError:
+        role = "the writer" if self.is_writer else "a reader"
+        return MisuseError(f"{self._who()}: {call} is not a call of {role}")
+
+    def wait_until_ready(self, timeout: float | None = None) -> None:
+        raise NotImplementedError
+
+    def enqueue(self, obj: Any, timeout: float | None = None) -> None:
+        raise self._wrong_role("enqueue()")
+
+    def dequeue(self, timeout: float | None = None) -> Any:
+        raise self._wrong_role("dequeue()")
+
+    def export_handle(self) -> Handle:
+        raise self._wrong_role("export_handle()")
+
+    def shutdown(self) -> None:
+        raise self._wrong_role("shutdown()")
+
+    def broadcast_object(self, obj: Any = None) -> Any:
+        """Writer: enqueue ``obj`` and return it. Reader: return the next object."""
+        if self.is_writer:
+            self.enqueue(obj)
+            return obj
+        return self.dequeue()
+
+    def close(self) -> None:
+        """Shut down (writer), close sockets and the segment. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._before_close()
+        finally:
+            self._closed = True
+            self._refusal = (ClosedError, "the queue is closed")
+            self._release()
+
+    def _before_close(self) -> None:
+        """What a role does before its resources go (the writer sends SHUTDOWN)."""
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> MessageQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not self._closed:
+            warnings.warn(
+                f"MessageQueue ({self._who()}) was not closed; call close() or use it as a "
+                "context manager",
+                ResourceWarning,
+                stacklevel=2,
+            )
+

@@ -1,0 +1,100 @@
+"""What every reader end shares: identity, the expected sequence number, READY, SHUTDOWN."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import zmq
+
+from ..errors import BrokenPeerError, ClosedError, DecodeError, MisuseError, RingTimeoutError
+from ..waiting import Deadline
+from . import wire
+from .handle import Handle
+from .message_queue import MessageQueue
+from .sockets import Signer, recv_frames
+
+
+class QueueReader(MessageQueue):
+    """A reader end: receives every message exactly once, in the writer's order."""
+
+    channel: str  # "local" or "remote", for messages
+
+    def __init__(self, handle: Handle, rank: int) -> None:
+        self.rank = rank
+        self.n_reader = handle.n_reader
+        self.local_reader_ranks = tuple(handle.local_reader_ranks)
+        self.n_local_reader = len(self.local_reader_ranks)
+        self.remote_window = handle.remote_window
+        self._signer = Signer(handle.hmac_key)
+        self._seq = 0  # the next sequence number this reader must receive
+        self._shutdown_total: int | None = None  # from the writer's SHUTDOWN, once seen
+        self._handshaken = False
+        self._open((MisuseError, "call wait_until_ready() before dequeue()"))
+
+    def _who(self) -> str:
+        return f"{self.channel} reader rank {self.rank} (pid {os.getpid()})"
+
+    def _socket(self) -> zmq.Socket[Any]:
+        """The socket READY and SHUTDOWN arrive on."""
+        raise NotImplementedError
+
+    def _header(self, frames: list[zmq.Frame]) -> tuple[int, int, int, int] | None:
+        """The header of a received message, or ``None`` if it must be dropped unread."""
+        return self._parse_header(frames[0])
+
+    def _parse_header(self, first: zmq.Frame) -> tuple[int, int, int, int]:
+        if first.buffer.nbytes != wire.HEADER_BYTES:
+            raise BrokenPeerError(
+                f"{self._who()}: malformed header of {first.buffer.nbytes} bytes, expected "
+                f"{wire.HEADER_BYTES}"
+            )
+        return wire.read_header(first.buffer)
+
+    def _recv(self, sock: zmq.Socket[Any], deadline: Deadline, what: str) -> list[zmq.Frame]:
+        def describe() -> str:
+            return f"{self._who()} waits for {what}"
+
+        def timed_out(waited: float) -> RingTimeoutError:
+            return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
+                                    f"{what}")
+
+        return recv_frames(sock, deadline, describe, timed_out, self.log_interval)
+
+    def wait_until_ready(self, timeout: float | None = None) -> None:
+        """Wait for the writer's READY. Idempotent once it has returned."""
+        if self._closed:
+            self._refuse()
+        if self._handshaken:
+            return
+        deadline = Deadline.after(timeout)
+        # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
+        header = None
+        while header is None:  # unauthenticated frames are dropped (and counted)
+            header = self._header(self._recv(self._socket(), deadline, "READY from the writer"))
+        if header[0] != wire.READY:
+            raise BrokenPeerError(
+                f"{self._who()}: expected READY as the first message, got "
+                f"{wire.kind_name(header[0])} seq {header[1]}"
+            )
+        self._handshaken = True
+        self._refusal = None
+        if self._shutdown_total is not None:
+            self._saw_shutdown(self._shutdown_total)
+
+    def _saw_shutdown(self, total: int) -> None:
+        """The writer sent ``total`` messages in all: refuse once all are received."""
+        self._shutdown_total = total
+        if self._seq >= total:
+            self._refusal = (ClosedError, f"the writer shut the queue down after {total} messages")
+            self._refuse()
+
+    def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:
+        return BrokenPeerError(
+            f"{self._who()}: on the {where} got {wire.kind_name(kind)} seq {seq}, expected "
+            f"message seq {self._seq}: a message was lost or reordered"
+        )
+
+    def _named(self, exc: DecodeError) -> DecodeError:
+        exc.receiver = self._who()
+        return exc

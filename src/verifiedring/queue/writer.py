@@ -1,0 +1,297 @@
+"""The writer end of a message queue: ring chunks, overflow frames, remote frames."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import zmq
+
+from ..errors import BrokenPeerError, ClosedError, MisuseError, RingTimeoutError
+from ..layout import RingLayout
+from ..ring import ShmRingBuffer, WriterCursor
+from ..shm import check_room
+from ..waiting import Deadline, StallLog, wait_readable
+from . import wire
+from .credit import RemoteCredit
+from .handle import Handle, check_counts
+from .message_queue import MessageQueue
+from .serialization import Serializer
+from .sockets import (
+    LocalEndpoint,
+    Signer,
+    ack_pull,
+    bind_address,
+    hwm_for_window,
+    new_key,
+    parse_hello,
+    remote_xpub,
+    send_frames,
+)
+
+logger = logging.getLogger("verifiedring")
+
+DEFAULT_REMOTE_WINDOW = 1024
+#: How long the writer's close() lets queued frames drain to readers.
+DEFAULT_LINGER = 5.0
+
+
+class QueueWriter(MessageQueue):
+    """The single writer: ``MessageQueue(n_reader, n_local_reader, ...)`` builds it."""
+
+    is_writer = True
+
+    def __init__(
+        self,
+        n_reader: int,
+        n_local_reader: int,
+        local_reader_ranks: list[int] | None = None,
+        max_chunk_bytes: int = 10 * 1024 * 1024,
+        max_chunks: int = 10,
+        connect_ip: str | None = None,
+        *,
+        remote_window: int = DEFAULT_REMOTE_WINDOW,
+        linger: float = DEFAULT_LINGER,
+    ) -> None:
+        ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
+        n_remote = n_reader - n_local_reader
+        if n_remote and connect_ip is None:
+            raise MisuseError(
+                f"{n_remote} remote reader(s) need connect_ip: the address of this host "
+                "that they can reach (it is bound, never a wildcard)"
+            )
+        if n_remote:
+            bind_address(connect_ip or "")  # refuses wildcard addresses before any resource
+        if isinstance(remote_window, bool) or not isinstance(remote_window, int) or (
+            remote_window < 1
+        ):
+            raise MisuseError(f"remote_window must be an int >= 1, got {remote_window!r}")
+        self.layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
+        if n_local_reader:
+            check_room(self.layout.total_bytes)
+        self.n_reader = n_reader
+        self.n_local_reader = n_local_reader
+        self.local_reader_ranks = ranks
+        self.max_chunk_bytes = max_chunk_bytes
+        self.max_chunks = max_chunks
+        self.remote_window = remote_window
+        self.rank: int | None = None
+        self._n_remote = n_remote
+        self._key = new_key()
+        self._signer = Signer(self._key)
+        self._linger_ms = int(linger * 1000)
+        self._serializer = Serializer()
+        self._seq = 0  # the next message's sequence number
+        self._handshaken = False
+        self._shutdown_sent = False
+        self._ring: ShmRingBuffer | None = None
+        self._cursor: WriterCursor | None = None
+        self._local: LocalEndpoint | None = None
+        self._remote_sock: zmq.Socket[Any] | None = None
+        self._remote_addr: str | None = None
+        self._ack_addr: str | None = None
+        self._credit: RemoteCredit | None = None
+        self._open((MisuseError, "call wait_until_ready() before enqueue()"))
+        try:
+            if n_local_reader:
+                self._ring = ShmRingBuffer(n_local_reader, max_chunk_bytes, max_chunks)
+                self._cursor = self._ring.writer()
+                self._local = LocalEndpoint(self._ctx, hwm_for_window(max_chunks + 1))
+            if n_remote:
+                ip = connect_ip or ""
+                self._remote_sock, self._remote_addr = remote_xpub(
+                    self._ctx, ip, hwm_for_window(remote_window)
+                )
+                ack_sock, self._ack_addr = ack_pull(self._ctx, ip)
+                self._credit = RemoteCredit(ack_sock, self._signer, remote_window)
+        except BaseException:
+            self._release()
+            raise
+        self._closed = False
+
+    @property
+    def rejected_frames(self) -> int:
+        """Acknowledgements dropped unread because they failed authentication."""
+        return 0 if self._credit is None else self._credit.rejected
+
+    def _who(self) -> str:
+        return f"writer (pid {os.getpid()})"
+
+    def export_handle(self) -> Handle:
+        if self._closed:
+            self._refuse()
+        return Handle(
+            n_reader=self.n_reader,
+            local_reader_ranks=self.local_reader_ranks,
+            buffer_handle=None if self._ring is None else self._ring.handle(),
+            local_subscribe_addr=None if self._local is None else self._local.address,
+            remote_subscribe_addr=self._remote_addr,
+            remote_ack_addr=self._ack_addr,
+            remote_window=self.remote_window,
+            hmac_key=self._key,
+        )
+
+    # --- the handshake -------------------------------------------------------
+
+    def wait_until_ready(self, timeout: float | None = None) -> None:
+        """Wait for every reader to subscribe, then send READY. Idempotent once done."""
+        if self._closed:
+            self._refuse()
+        if self._handshaken:
+            return
+        deadline = Deadline.after(timeout)
+        # spec: WriterHandshake -- every subscription first (essential), then READY
+        want_local = set(self.local_reader_ranks)
+        seen_local: set[int] = set()
+        seen_remote: set[int] = set()
+        poller = zmq.Poller()
+        socks = [(s, seen, is_local) for s, seen, is_local in (
+            (None if self._local is None else self._local.socket, seen_local, True),
+            (self._remote_sock, seen_remote, False),
+        ) if s is not None]
+        for sock, _, _ in socks:
+            poller.register(sock, zmq.POLLIN)
+
+        def everyone() -> bool:
+            return seen_local == want_local and len(seen_remote) >= self._n_remote
+
+        def describe() -> str:
+            return (
+                f"{self._who()} waits for readers to subscribe: local ranks "
+                f"{sorted(want_local - seen_local)} missing; "
+                f"{self._n_remote - len(seen_remote)} of {self._n_remote} remote readers "
+                f"missing (seen {sorted(seen_remote)})"
+            )
+
+        def timed_out(waited: float) -> RingTimeoutError:
+            return RingTimeoutError(f"{describe()}; timed out after {waited:.3f} s")
+
+        def subscribed(ms: int) -> bool:
+            events = dict(poller.poll(ms))
+            for sock, seen, is_local in socks:
+                if sock in events:
+                    self._take_hellos(sock, seen, want_local, is_local)
+            return everyone()
+
+        if not everyone():
+            wait_readable(subscribed, deadline, StallLog(describe, self.log_interval), timed_out)
+        ready = [wire.control_header(wire.READY, 0)]
+        self._send_all(ready, ready, "READY", "READY")
+        if self._credit is not None:
+            self._credit.start(seen_remote)
+        self._handshaken = True
+        self._refusal = None
+
+    def _take_hellos(
+        self, sock: zmq.Socket[Any], seen: set[int], want_local: set[int], is_local: bool
+    ) -> None:
+        while sock.poll(0):
+            msg = sock.recv()
+            if not msg or msg[0] != 1:
+                continue  # an unsubscribe
+            rank = parse_hello(self._signer, msg[1:])
+            if rank is None:
+                continue  # the catch-all subscription, or a forged hello
+            if is_local != (rank in want_local):
+                logger.warning(
+                    "%s: hello from rank %d on the %s socket ignored (local ranks %s)",
+                    self._who(), rank, "local" if is_local else "remote", sorted(want_local),
+                )
+                continue
+            seen.add(rank)
+
+    # --- messages ------------------------------------------------------------------
+
+    def enqueue(self, obj: Any, timeout: float | None = None) -> None:
+        """Broadcast ``obj`` to every reader, waiting at most ``timeout`` seconds for room.
+
+        Nothing is sent when it raises :class:`MisuseError` (unpicklable object) or
+        :class:`RingTimeoutError` (no room in time): retrying is safe. A send that
+        fails after the message was published leaves the writer broken for good
+        (:class:`BrokenPeerError`, now and on every later call).
+        """
+        if self._refusal is not None:
+            self._refuse()
+        p = self._serializer.dumps(obj)
+        deadline = Deadline.after(timeout)
+        seq = self._seq
+        credit = self._credit
+        if credit is not None and credit.needs_check(seq):
+            # spec: WriterSendRemoteFrame's guard (credit), before anything is published
+            credit.reserve(seq, deadline, self._who(), self.log_interval)
+        cursor = self._cursor
+        overflow = False
+        if cursor is not None:
+            overflow = not self.layout.fits(wire.chunk_bytes(p))
+            try:
+                # spec: WriterPublishChunk -- the object inline, or its overflow marker
+                with cursor.claim(deadline) as chunk:
+                    if overflow:
+                        wire.write_marker(chunk, seq, p)
+                    else:
+                        wire.write_inline(chunk, seq, p)
+            except RingTimeoutError as exc:
+                raise self._ring_stalled(cursor, seq, exc) from None
+        if overflow or credit is not None:
+            parts = wire.frame_parts(seq, p)
+            self._send_all(
+                parts if overflow else None, parts,
+                f"overflow frame seq {seq}", f"remote frame seq {seq}",
+            )
+        self._seq = seq + 1
+
+    def _send_all(
+        self, local: list[Any] | None, remote: list[Any] | None, local_what: str,
+        remote_what: str,
+    ) -> None:
+        """Send ``local`` on the local socket and ``remote`` on the remote one (each if
+        not None and the socket exists). A failure breaks the writer for good: what was
+        published before it cannot be taken back, and a reader may wait for it."""
+        what = local_what
+        try:
+            if local is not None and self._local is not None:
+                # spec: WriterSendLocalFrame -- the payload, after its marker is published
+                send_frames(self._local.socket, local, local_what, self._who())
+            what = remote_what
+            if remote is not None and self._remote_sock is not None:
+                # spec: WriterSendRemoteFrame (credit reserved before the chunk)
+                signed = [self._signer.sign(remote), *remote]
+                send_frames(self._remote_sock, signed, remote_what, self._who())
+        except BrokenPeerError as exc:
+            self._refusal = (BrokenPeerError, f"broken since sending {what} failed: {exc}")
+            raise
+
+    def _ring_stalled(
+        self, cursor: WriterCursor, seq: int, exc: RingTimeoutError
+    ) -> RingTimeoutError:
+        ranks = [self.local_reader_ranks[i] for i in cursor.unread_by()]
+        return RingTimeoutError(
+            f"{self._who()} could not enqueue message seq {seq}: local reader ranks {ranks} "
+            f"have not read the chunk it needs; ring: {exc}"
+        )
+
+    def shutdown(self) -> None:
+        """Tell every reader that no more messages follow (idempotent)."""
+        if self._closed:
+            self._refuse()
+        if self._shutdown_sent or self._refusal is not None:
+            return  # before the handshake, or broken: nothing a reader could receive
+        self._shutdown_sent = True
+        self._refusal = (ClosedError, f"the queue was shut down after {self._seq} messages")
+        header = [wire.control_header(wire.SHUTDOWN, self._seq)]
+        self._send_all(header, header, "SHUTDOWN", "SHUTDOWN")
+
+    def _before_close(self) -> None:
+        self.shutdown()
+
+    def _release(self) -> None:
+        linger = self._linger_ms
+        if self._remote_sock is not None:
+            self._remote_sock.close(linger=linger)
+        if self._credit is not None:
+            self._credit.close()
+        if self._local is not None:
+            self._local.close(linger)
+        if self._ring is not None:
+            self._ring.close()
