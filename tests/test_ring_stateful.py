@@ -299,7 +299,7 @@ class RingMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_overwrite_of_unread(self) -> None:
-        """NoOverwriteUnreadInv: once WriterPoll let the writer in, every reader has
+        """NoOverwriteUnreadInv: once the writer's polls let it in, every reader has
         read the message the chunk holds."""
         if self.sched is None:
             return
