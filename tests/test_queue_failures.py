@@ -1,0 +1,128 @@
+"""Failure paths are protocol: a decode failure, a failed send, a caller-owned buffer.
+
+Each test reproduces a defect found in review: it failed on the code before the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import zmq
+
+from verifiedring import BrokenPeerError, DecodeError, MessageQueue, RingTimeoutError
+
+T = 10.0
+LOOPBACK = "127.0.0.1"
+
+
+def _explode(reason: str) -> Any:
+    raise RuntimeError(reason)
+
+
+class Unloadable:
+    """Pickles fine; unpickling it raises (as a class missing on the reader would)."""
+
+    def __init__(self, reason: str, pad: int = 0) -> None:
+        self.reason = reason
+        self.pad = b"p" * pad
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_explode, (self.reason,), {"pad": self.pad})
+
+
+@pytest.fixture
+def queues() -> Iterator[Callable[..., tuple[MessageQueue, list[MessageQueue]]]]:
+    made: list[MessageQueue] = []
+
+    def make(n_local: int, n_remote: int, **kw: Any) -> tuple[MessageQueue, list[MessageQueue]]:
+        kw.setdefault("max_chunk_bytes", 4096)
+        kw.setdefault("max_chunks", 4)
+        w = MessageQueue(
+            n_local + n_remote, n_local, list(range(n_local)),
+            connect_ip=LOOPBACK if n_remote else None, **kw,
+        )
+        h = w.export_handle()
+        readers = [MessageQueue.create_from_handle(h, r) for r in range(n_local + n_remote)]
+        made.extend([w, *readers])
+        w.wait_until_ready(T)
+        for r in readers:
+            r.wait_until_ready(T)
+        return w, readers
+
+    yield make
+    for q in made:
+        q.close()
+
+
+@pytest.mark.parametrize("pad", [0, 10_000], ids=["inline", "overflow"])
+def test_a_message_that_does_not_unpickle_is_consumed_on_every_path(
+    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]], pad: int
+) -> None:
+    w, readers = queues(1, 1)
+    w.enqueue(("before", 0), timeout=T)
+    w.enqueue(Unloadable("no such class here", pad), timeout=T)
+    w.enqueue(("after", 2), timeout=T)
+    for r in readers:  # the local reader (ring or overflow frame) and the remote reader
+        assert r.dequeue(timeout=T) == ("before", 0)
+        with pytest.raises(DecodeError) as info:
+            r.dequeue(timeout=T)
+        err = info.value
+        assert err.seq == 1
+        assert isinstance(err.cause, RuntimeError) and str(err.cause) == "no such class here"
+        msg = str(err)
+        assert "message seq 1" in msg and "could not be unpickled" in msg
+        assert f"reader rank {r.rank}" in msg and "_explode" in msg
+        assert r.dequeue(timeout=T) == ("after", 2)  # the next message, not "lost or reordered"
+    w.enqueue("and on", timeout=T)
+    assert [r.dequeue(timeout=T) for r in readers] == ["and on", "and on"]
+
+
+class _WedgedSocket:
+    """Stands in for an XPUB at its high-water mark: every send times out."""
+
+    def __init__(self, sock: zmq.Socket[Any]) -> None:
+        self.sock = sock
+
+    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
+        raise zmq.Again()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def test_a_send_failing_after_publish_breaks_the_writer_for_good(
+    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+) -> None:
+    w, (r,) = queues(1, 0)
+    w.enqueue("zero", timeout=T)
+    real = w._local.socket  # type: ignore[attr-defined]
+    w._local.socket = _WedgedSocket(real)  # type: ignore[attr-defined]
+    with pytest.raises(BrokenPeerError, match="overflow frame seq 1 could not be queued"):
+        w.enqueue(b"B" * 50_000, timeout=T)  # its marker is already in the ring
+    w._local.socket = real  # type: ignore[attr-defined]
+    for _ in range(2):  # never again reuses seq 1 for another object
+        with pytest.raises(BrokenPeerError, match="broken since sending overflow frame seq 1"):
+            w.enqueue("two", timeout=T)
+    assert r.dequeue(timeout=T) == "zero"
+    with pytest.raises(RingTimeoutError, match="overflow frame seq 1"):
+        r.dequeue(timeout=0.2)  # the marker was published; its frame never comes
+
+
+def test_read_only_buffers_are_copied_before_enqueue_returns(
+    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+) -> None:
+    """A read-only view of memory the caller changes right after enqueue: readers of
+    the overflow frame and the remote frame get the bytes as they were at enqueue."""
+    w, readers = queues(1, 1)
+    base = np.arange(1 << 20, dtype=np.int64)  # 8 MiB: far more than a socket buffer holds
+    view = base.view()
+    view.setflags(write=False)
+    w.enqueue({"arr": view}, timeout=T)
+    base[:] = -1  # the caller reuses its memory at once
+    for r in readers:
+        got = r.dequeue(timeout=T)
+        assert np.array_equal(got["arr"], np.arange(1 << 20, dtype=np.int64))
+    assert readers[1].rejected_frames == 0  # the writer's own frame verified
