@@ -20,8 +20,11 @@ from verifiedring.distributed.transfer import TensorMeta, TransferOptions, plan_
 
 def test_importing_verifiedring_distributed_and_testing_does_not_import_torch() -> None:
     code = (
-        "import sys, verifiedring, verifiedring.distributed, verifiedring.testing\n"
+        "import sys, verifiedring, verifiedring.distributed\n"
+        "import verifiedring.testing.launcher, verifiedring.testing.probe\n"
+        "import verifiedring.testing.samples, verifiedring.testing.scheduler\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "assert 'zmq' not in sys.modules, 'zmq imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
