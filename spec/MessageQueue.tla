@@ -107,7 +107,7 @@ WriterHandshake ==
 
 \* message_queue.py: MessageQueue.enqueue -> ring acquire_write (inline
 \* object or overflow marker with its sequence number in the chunk)
-WriterPublishSlot ==
+WriterPublishChunk ==
     /\ wpc = "slot"
     /\ sent < M
     /\ RingHasRoom
@@ -162,7 +162,7 @@ ReaderAwaitReady(r) ==
 \* message_queue.py: MessageQueue.dequeue -> ring acquire_read -> _take of the
 \* next slot. Inline: the object is returned and the slot released. Overflow
 \* marker: the reader now needs frame m ("hold" keeps the slot until then).
-ReaderTakeSlot(r) ==
+ReaderTakeChunk(r) ==
     /\ r \in LocalReaders
     /\ rpc[r] = "idle"
     /\ pending[r] = 0
@@ -237,12 +237,12 @@ AllDone ==
 Done == AllDone /\ UNCHANGED vars
 
 ReaderStep(r) ==
-    \/ ReaderSubscribe(r) \/ ReaderAwaitReady(r) \/ ReaderTakeSlot(r)
+    \/ ReaderSubscribe(r) \/ ReaderAwaitReady(r) \/ ReaderTakeChunk(r)
     \/ ReaderRecvFrame(r) \/ ReaderTimeout(r) \/ ReaderResume(r)
     \/ RemoteRecvFrame(r)
 
 WriterStep ==
-    WriterHandshake \/ WriterPublishSlot \/ WriterSendLocalFrame \/ WriterSendRemoteFrame
+    WriterHandshake \/ WriterPublishChunk \/ WriterSendLocalFrame \/ WriterSendRemoteFrame
 
 Next == WriterStep \/ (\E r \in Readers : ReaderStep(r)) \/ Done
 

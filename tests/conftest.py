@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from support.fakes import segment_exists
 
 from verifiedring import shm
 from verifiedring.shm import SHM_DIR, SharedSegment
@@ -31,10 +32,6 @@ def _recording_create(
 
 
 SharedSegment.create = classmethod(_recording_create)  # type: ignore[method-assign,assignment]
-
-
-def segment_exists(name: str) -> bool:
-    return os.path.exists(os.path.join(SHM_DIR, name))
 
 
 class SegmentTracker:

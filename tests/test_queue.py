@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import zmq
+from support.fakes import HeldSocket, WedgedSocket, segment_exists
 
 from verifiedring import (
     BrokenPeerError,
@@ -23,14 +23,9 @@ from verifiedring import (
     MisuseError,
     RingTimeoutError,
 )
-from verifiedring.shm import SHM_DIR
 
 T = 10.0  # generous bound for any single wait in these tests
 LOOPBACK = "127.0.0.1"
-
-
-def segment_exists(name: str) -> bool:
-    return os.path.exists(os.path.join(SHM_DIR, name))
 
 
 class Group:
@@ -207,35 +202,12 @@ def test_timeout_zero_polls_once(group: Callable[..., Group]) -> None:
     assert g.readers[1].dequeue(timeout=T) == "a"
 
 
-class _HeldSocket:
-    """Wraps the writer's local socket; while ``holding``, keeps overflow frames back."""
-
-    def __init__(self, sock: Any, holding: bool = True) -> None:
-        self.sock = sock
-        self.holding = holding
-        self.held: list[Any] = []
-
-    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
-        if self.holding:
-            self.held.append(parts)
-        else:
-            self.sock.send_multipart(parts, copy=copy)
-
-    def release(self) -> None:
-        for parts in self.held:
-            self.sock.send_multipart(parts)
-        self.held.clear()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sock, name)
-
-
 def test_timeout_while_overflow_frame_pending_retry_returns_same_object(
     group: Callable[..., Group],
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w, r = g.writer, g.readers[0]
-    held = _HeldSocket(w._local.socket)
+    held = HeldSocket(w._local.socket)
     w._local.socket = held  # type: ignore[assignment]
     big = b"B" * 50_000
     w.enqueue(big, timeout=T)
@@ -439,20 +411,13 @@ def test_wait_until_ready_times_out_naming_missing_readers() -> None:
             w.wait_until_ready(timeout=0.3)
 
 
-class _WedgedSocket(_HeldSocket):
-    """A socket whose sends time out, as an XPUB at its high-water mark would."""
-
-    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
-        raise zmq.Again()
-
-
 def test_a_send_that_times_out_is_a_broken_peer_naming_the_frame(
     group: Callable[..., Group],
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w = g.writer
     real = w._local.socket
-    w._local.socket = _WedgedSocket(real)  # type: ignore[assignment]
+    w._local.socket = WedgedSocket(real)  # type: ignore[assignment]
     try:
         with pytest.raises(BrokenPeerError, match="overflow frame seq 0 could not be queued"):
             w.enqueue(b"B" * 50_000, timeout=T)

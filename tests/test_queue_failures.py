@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import zmq
+from support.fakes import WedgedSocket
 
 from verifiedring import BrokenPeerError, DecodeError, MessageQueue, RingTimeoutError
 
@@ -80,26 +80,13 @@ def test_a_message_that_does_not_unpickle_is_consumed_on_every_path(
     assert [r.dequeue(timeout=T) for r in readers] == ["and on", "and on"]
 
 
-class _WedgedSocket:
-    """Stands in for an XPUB at its high-water mark: every send times out."""
-
-    def __init__(self, sock: zmq.Socket[Any]) -> None:
-        self.sock = sock
-
-    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
-        raise zmq.Again()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sock, name)
-
-
 def test_a_send_failing_after_publish_breaks_the_writer_for_good(
     queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
 ) -> None:
     w, (r,) = queues(1, 0)
     w.enqueue("zero", timeout=T)
     real = w._local.socket  # type: ignore[attr-defined]
-    w._local.socket = _WedgedSocket(real)  # type: ignore[attr-defined]
+    w._local.socket = WedgedSocket(real)  # type: ignore[attr-defined]
     with pytest.raises(BrokenPeerError, match="overflow frame seq 1 could not be queued"):
         w.enqueue(b"B" * 50_000, timeout=T)  # its marker is already in the ring
     w._local.socket = real  # type: ignore[attr-defined]

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import zmq
-from verifiedring.queue.sockets import Signer, new_key
-from verifiedring.queue.wire import HEADER, OVERFLOW, READY, control_header
 
 from verifiedring import MessageQueue, RingTimeoutError
+from verifiedring.queue.sockets import Signer, new_key
+from verifiedring.queue.wire import HEADER, OVERFLOW, READY, control_header
 from verifiedring.shm import SHM_DIR
 
 LOOPBACK = "127.0.0.1"

@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Iterator
 
 import pytest
-from conftest import segment_exists
+from support.fakes import segment_exists
 
 from verifiedring import (
     BrokenPeerError,

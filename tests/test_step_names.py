@@ -1,18 +1,28 @@
-"""One name per protocol step: steps.py == spec actions == `# spec:` sites == RingMachine rules."""
+"""One name per protocol step: steps.py == spec actions == `# spec:` sites == machine rules.
+
+For the ring (``spec/RingBuffer.tla``) and the queue (``spec/MessageQueue.tla``): the
+names in ``steps.py`` are exactly the spec's actions; each has exactly one ``# spec:``
+site in its code; the stateful machines' rules (read from the test sources, not
+imported) drive every action.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_ring_stateful import RingMachine
 
 from verifiedring import steps
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "spec" / "RingBuffer.tla"
-RING_PY = ROOT / "src" / "verifiedring" / "ring.py"
+SRC = ROOT / "src" / "verifiedring"
+RING_SPEC = ROOT / "spec" / "RingBuffer.tla"
+QUEUE_SPEC = ROOT / "spec" / "MessageQueue.tla"
+RING_CODE = [SRC / "cursors.py"]
+QUEUE_CODE = sorted((SRC / "queue").glob("*.py"))
 
 _DEFINITION = re.compile(r"^([A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*==", re.MULTILINE)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -38,8 +48,9 @@ def tla_definitions(tla: str) -> dict[str, str]:
 
 def protocol_actions(tla: str) -> set[str]:
     """The actions of ``Next``: definitions reachable from it that assign a primed
-    variable. Composites (``Writer``, ``Reader(r)``), ``Done`` (pure stutter),
-    invariants, properties and helpers are not protocol actions."""
+    variable themselves and are not part of another such definition (a helper like
+    ``Publish(S, f)``). Composites (``Writer``, ``Reader(r)``), ``Done`` (pure
+    stutter), invariants, properties and helpers are not protocol actions."""
     defs = tla_definitions(tla)
     if "Next" not in defs:
         raise AssertionError("the spec defines no Next")
@@ -51,7 +62,9 @@ def protocol_actions(tla: str) -> set[str]:
             continue
         seen.add(name)
         todo += [i for i in _IDENT.findall(defs[name]) if i in defs and i not in seen]
-    return {n for n in seen if n != "Next" and _PRIMED.search(defs[n])}
+    assigning = {n for n in seen if n != "Next" and _PRIMED.search(defs[n])}
+    parts = {i for n in assigning for i in _IDENT.findall(defs[n]) if i in assigning and i != n}
+    return assigning - parts
 
 
 def test_parser_on_a_toy_spec() -> None:
@@ -65,45 +78,96 @@ def test_parser_on_a_toy_spec() -> None:
     Stay == UNCHANGED x
     (* Unused == x' = 7 *)
     Helper(y) == y + 1
-    Next == Inc \\/ \\E k \\in 1..2 : Reset(k) \\/ Stay
+    Zero == x' = 0
+    Wrap == x > 5 /\\ Zero /\\ y' = y
+    Next == Inc \\/ \\E k \\in 1..2 : Reset(k) \\/ Stay \\/ Wrap
     TypeOK == x \\in Nat
     ====
     """
-    assert protocol_actions(toy.replace("\n    ", "\n")) == {"Inc", "Reset"}
+    assert protocol_actions(toy.replace("\n    ", "\n")) == {"Inc", "Reset", "Wrap"}
 
 
-def test_steps_match_spec_actions() -> None:
-    if not SPEC.exists():
-        pytest.skip(f"{SPEC.relative_to(ROOT)} does not exist yet")
-    actions = protocol_actions(SPEC.read_text())
-    assert set(steps.ALL_STEPS) == actions, (
-        f"only in steps.py: {sorted(set(steps.ALL_STEPS) - actions)}; "
-        f"only in the spec: {sorted(actions - set(steps.ALL_STEPS))}"
+def spec_sites(files: list[Path]) -> Counter[str]:
+    """How many ``# spec: Name`` sites each name has in ``files``."""
+    return Counter(
+        name for f in files for name in re.findall(r"#\s*spec:\s*(\w+)", f.read_text())
+    )
+
+
+def machine_rules(test_file: str, machine: str) -> tuple[set[str], dict[str, tuple[str, ...]]]:
+    """The ``@rule`` methods of class ``machine`` in ``tests/<test_file>`` and its
+    ``ACTIONS`` table (empty if it has none), read from the source."""
+    tree = ast.parse((ROOT / "tests" / test_file).read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == machine)
+    rules: set[str] = set()
+    actions: dict[str, tuple[str, ...]] = {}
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if isinstance(target, ast.Name) and target.id == "rule":
+                    rules.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        value = getattr(node, "value", None)
+        named = any(isinstance(t, ast.Name) and t.id == "ACTIONS" for t in targets)
+        if value is not None and named:
+            actions = ast.literal_eval(value)
+    return rules, actions
+
+
+RING = (RING_SPEC, steps.ALL_STEPS, RING_CODE)
+QUEUE = (QUEUE_SPEC, steps.QUEUE_STEPS, QUEUE_CODE)
+
+
+@pytest.mark.parametrize(("spec", "names", "code"), [RING, QUEUE], ids=["ring", "queue"])
+def test_steps_match_spec_actions(spec: Path, names: tuple[str, ...], code: list[Path]) -> None:
+    actions = protocol_actions(spec.read_text())
+    assert set(names) == actions, (
+        f"only in steps.py: {sorted(set(names) - actions)}; "
+        f"only in the spec: {sorted(actions - set(names))}"
     )
 
 
 def test_steps_are_unique_and_split_by_actor() -> None:
     assert len(set(steps.ALL_STEPS)) == len(steps.ALL_STEPS)
+    assert len(set(steps.QUEUE_STEPS)) == len(steps.QUEUE_STEPS)
     assert set(steps.WRITER_STEPS) | set(steps.READER_STEPS) == set(steps.ALL_STEPS)
     assert all(s.startswith("Writer") for s in steps.WRITER_STEPS)
     assert all(s.startswith("Reader") for s in steps.READER_STEPS)
 
 
-def test_every_step_has_a_code_site_in_ring_py() -> None:
-    sites = set(re.findall(r"#\s*spec:\s*(\w+)", RING_PY.read_text()))
-    assert set(steps.ALL_STEPS) <= sites, f"no `# spec:` site for {set(steps.ALL_STEPS) - sites}"
-    unknown = sites - set(steps.ALL_STEPS)
-    assert not unknown, f"`# spec:` names not in steps.py: {unknown}"
+@pytest.mark.parametrize(("spec", "names", "code"), [RING, QUEUE], ids=["ring", "queue"])
+def test_every_step_has_exactly_one_code_site(
+    spec: Path, names: tuple[str, ...], code: list[Path]
+) -> None:
+    sites = spec_sites(code)
+    missing = set(names) - set(sites)
+    assert not missing, f"no `# spec:` site for {sorted(missing)}"
+    unknown = set(sites) - set(names)
+    assert not unknown, f"`# spec:` names not in steps.py: {sorted(unknown)}"
+    repeated = {n: c for n, c in sites.items() if c > 1}
+    assert not repeated, f"actions with more than one `# spec:` site: {repeated}"
 
 
 def test_ring_machine_rules_are_the_steps() -> None:
-    # hypothesis marks each @rule method with this attribute (initialize rules differ)
-    rules = {
-        name
-        for name, member in vars(RingMachine).items()
-        if getattr(member, "hypothesis_stateful_rule", None) is not None
-    }
+    rules, _ = machine_rules("test_ring_stateful.py", "RingMachine")
     assert rules == set(steps.ALL_STEPS), (
         f"rules without a step: {rules - set(steps.ALL_STEPS)}; "
         f"steps without a rule: {set(steps.ALL_STEPS) - rules}"
+    )
+
+
+def test_queue_machine_drives_every_queue_action() -> None:
+    rules, actions = machine_rules("test_queue_stateful.py", "QueueMachine")
+    protocol_rules = {r for r in rules if r[0].isupper()}  # lower-case: the environment
+    assert protocol_rules <= set(steps.QUEUE_STEPS), protocol_rules - set(steps.QUEUE_STEPS)
+    for rule_name in protocol_rules:
+        assert actions.get(rule_name, ())[:1] == (rule_name,), f"ACTIONS[{rule_name!r}]"
+    assert set(actions) - {"__init__"} == protocol_rules
+    driven = {a for acts in actions.values() for a in acts}
+    assert driven == set(steps.QUEUE_STEPS), (
+        f"not driven: {sorted(set(steps.QUEUE_STEPS) - driven)}; "
+        f"not actions: {sorted(driven - set(steps.QUEUE_STEPS))}"
     )

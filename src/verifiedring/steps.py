@@ -68,3 +68,31 @@ class StepObserver(Protocol):
     def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None: ...
 
     def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None: ...
+
+
+# Message-queue steps (``spec/MessageQueue.tla``; code sites in ``verifiedring.queue``).
+WRITER_HANDSHAKE: Final = "WriterHandshake"  # every subscription seen, then READY
+WRITER_PUBLISH_CHUNK: Final = "WriterPublishChunk"  # the object inline, or its overflow marker
+WRITER_SEND_LOCAL_FRAME: Final = "WriterSendLocalFrame"  # an overflow frame, after its marker
+WRITER_SEND_REMOTE_FRAME: Final = "WriterSendRemoteFrame"  # every message, within credit
+READER_SUBSCRIBE: Final = "ReaderSubscribe"  # connect and announce the rank
+READER_AWAIT_READY: Final = "ReaderAwaitReady"  # consume READY before any message
+READER_TAKE_CHUNK: Final = "ReaderTakeChunk"  # consume an inline chunk, or take a marker
+READER_RECV_FRAME: Final = "ReaderRecvFrame"  # the pending marker's frame (stash first)
+READER_TIMEOUT: Final = "ReaderTimeout"  # the frame wait ran out; the marker stays pending
+READER_RESUME: Final = "ReaderResume"  # a dequeue after a timeout goes to the frame wait
+REMOTE_RECV_FRAME: Final = "RemoteRecvFrame"  # verify, consume, acknowledge
+
+QUEUE_STEPS: Final = (
+    WRITER_HANDSHAKE,
+    WRITER_PUBLISH_CHUNK,
+    WRITER_SEND_LOCAL_FRAME,
+    WRITER_SEND_REMOTE_FRAME,
+    READER_SUBSCRIBE,
+    READER_AWAIT_READY,
+    READER_TAKE_CHUNK,
+    READER_RECV_FRAME,
+    READER_TIMEOUT,
+    READER_RESUME,
+    REMOTE_RECV_FRAME,
+)

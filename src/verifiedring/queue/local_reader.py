@@ -34,7 +34,6 @@ from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .handle import Handle
 from .reader import QueueReader
-from .sockets import hello_topic, hwm_for_window, subscriber
 
 #: How often a local reader blocked on the ring looks at its socket.
 SLICE = 0.2
@@ -70,11 +69,7 @@ class LocalReader(QueueReader):
         self._ring = ShmRingBuffer.attach(bh)
         try:
             self._cursor: ReaderCursor = self._ring.reader(self.local_reader_ranks.index(rank))
-            # spec: ReaderSubscribe
-            self._sock = subscriber(
-                self._ctx, handle.local_subscribe_addr, hwm_for_window(bh.max_chunks + 1),
-                hello_topic(self._signer, rank),
-            )
+            self._sock = self._subscribe(handle.local_subscribe_addr, bh.max_chunks + 1)
         except BaseException:
             self._ring.close()
             raise

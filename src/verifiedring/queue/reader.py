@@ -12,7 +12,7 @@ from ..waiting import Deadline
 from . import wire
 from .handle import Handle
 from .message_queue import MessageQueue
-from .sockets import Signer, recv_frames
+from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
 
 
 class QueueReader(MessageQueue):
@@ -34,6 +34,14 @@ class QueueReader(MessageQueue):
 
     def _who(self) -> str:
         return f"{self.channel} reader rank {self.rank} (pid {os.getpid()})"
+
+    def _subscribe(self, address: str, window: int) -> zmq.Socket[Any]:
+        """A socket receiving the writer's frames on ``address``, ``window`` of them
+        outstanding at most; the writer learns this reader's rank from it."""
+        # spec: ReaderSubscribe
+        return subscriber(
+            self._ctx, address, hwm_for_window(window), hello_topic(self._signer, self.rank)
+        )
 
     def _socket(self) -> zmq.Socket[Any]:
         """The socket READY and SHUTDOWN arrive on."""

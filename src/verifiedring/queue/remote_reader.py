@@ -13,7 +13,7 @@ from . import wire
 from .credit import ack_interval, ack_message
 from .handle import Handle
 from .reader import QueueReader
-from .sockets import ack_push, hello_topic, hwm_for_window, subscriber
+from .sockets import ack_push
 
 logger = logging.getLogger("verifiedring")
 
@@ -35,11 +35,7 @@ class RemoteReader(QueueReader):
         self._acks_sent = 0
         #: Frames that failed authentication and were dropped unread.
         self.rejected_frames = 0
-        # spec: ReaderSubscribe
-        self._sock = subscriber(
-            self._ctx, handle.remote_subscribe_addr, hwm_for_window(handle.remote_window),
-            hello_topic(self._signer, rank),
-        )
+        self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window)
         try:
             self._ack_sock = ack_push(self._ctx, handle.remote_ack_addr)
         except BaseException:

@@ -218,7 +218,7 @@ class QueueWriter(MessageQueue):
         seq = self._seq
         credit = self._credit
         if credit is not None and credit.needs_check(seq):
-            # spec: WriterSendRemoteFrame's guard (credit), before anything is published
+            # WriterSendRemoteFrame's guard (credit), checked before anything is published
             credit.reserve(seq, deadline, self._who(), self.log_interval)
         cursor = self._cursor
         overflow = False
