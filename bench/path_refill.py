@@ -67,7 +67,8 @@ def _time(fn: Any, iters: int, repeats: int) -> float:
 
 def main(args: argparse.Namespace | None = None) -> int:
     from bench import path_refill as mod
-    from verifiedring.distributed.paths import RefillPlan, apply, collect, refill
+    from verifiedring.distributed.paths import apply, collect, refill
+    from verifiedring.distributed.plan import RefillPlan
     from verifiedring.distributed.transfer import TensorMeta
     from verifiedring.testing.samples import blank_like
 

@@ -19,14 +19,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from verifiedring.distributed.paths import (  # noqa: E402
-    PlanCache,
-    RefillPlan,
     apply,
     collect,
     copy_tensors,
     format_path,
     refill,
 )
+from verifiedring.distributed.plan import PlanCache, RefillPlan  # noqa: E402
 from verifiedring.distributed.transfer import TensorMeta  # noqa: E402
 from verifiedring.errors import MisuseError  # noqa: E402
 from verifiedring.testing.samples import (  # noqa: E402

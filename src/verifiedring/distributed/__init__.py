@@ -28,7 +28,8 @@ if TYPE_CHECKING:
         broadcast_tensor_dict,
     )
     from .group import create_from_process_group, host_identity, writer_connect_ip
-    from .paths import PlanCache, Refill, RefillPlan, apply, collect, format_path, refill
+    from .paths import Refill, apply, collect, format_path, refill
+    from .plan import PlanCache, RefillPlan
     from .transfer import TensorMeta, TransferOptions
     from .workers import WorkerGroup
 
@@ -40,9 +41,9 @@ _LAZY = {
     "create_from_process_group": "group",
     "host_identity": "group",
     "writer_connect_ip": "group",
-    "PlanCache": "paths",
+    "PlanCache": "plan",
     "Refill": "paths",
-    "RefillPlan": "paths",
+    "RefillPlan": "plan",
     "apply": "paths",
     "collect": "paths",
     "format_path": "paths",

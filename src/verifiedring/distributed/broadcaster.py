@@ -15,7 +15,7 @@ and a MessageQueue whose writer is group rank ``queue_src``.
 * ``broadcast_nested(obj, src, cache)``: path refill of nested metadata
   (:mod:`verifiedring.distributed.paths`); receivers pass their own object of the same
   structure and get it refilled (use the return value: a root tuple is rebuilt).
-  With a :class:`~verifiedring.distributed.paths.PlanCache` the per-step cost drops to
+  With a :class:`~verifiedring.distributed.plan.PlanCache` the per-step cost drops to
   the compiled plan's.
 
 Every call is collective over the group: every rank calls it with the same
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from ..errors import MisuseError
-from .paths import PlanCache, Refill, RefillPlan, apply, collect, structure_of
+from .paths import Refill, apply, collect
+from .plan import PlanCache, RefillPlan, structure_of
 from .transfer import TensorMeta, TransferOptions, broadcast_tensors
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ import shutil
 import socket
 import struct
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import zmq
@@ -105,6 +105,17 @@ def parse_hello(signer: Signer, topic: bytes) -> int | None:
         return None
     rank: int = _RANK.unpack_from(topic, len(HELLO_PREFIX))[0]
     return rank
+
+
+def announced_ranks(xpub: zmq.Socket[Any], signer: Signer) -> Iterator[int]:
+    """The ranks announced by valid hellos among the subscriptions queued on ``xpub``
+    (unsubscribes, the catch-all subscription and forged hellos are skipped)."""
+    while xpub.poll(0):
+        msg = xpub.recv()
+        if msg and msg[0] == 1:
+            rank = parse_hello(signer, msg[1:])
+            if rank is not None:
+                yield rank
 
 
 # --- sockets ------------------------------------------------------------------

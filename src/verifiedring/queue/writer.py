@@ -22,10 +22,10 @@ from .sockets import (
     LocalEndpoint,
     Signer,
     ack_pull,
+    announced_ranks,
     bind_address,
     hwm_for_window,
     new_key,
-    parse_hello,
     remote_xpub,
     send_frames,
 )
@@ -186,20 +186,14 @@ class QueueWriter(MessageQueue):
     def _take_hellos(
         self, sock: zmq.Socket[Any], seen: set[int], want_local: set[int], is_local: bool
     ) -> None:
-        while sock.poll(0):
-            msg = sock.recv()
-            if not msg or msg[0] != 1:
-                continue  # an unsubscribe
-            rank = parse_hello(self._signer, msg[1:])
-            if rank is None:
-                continue  # the catch-all subscription, or a forged hello
+        for rank in announced_ranks(sock, self._signer):
             if is_local != (rank in want_local):
                 logger.warning(
                     "%s: hello from rank %d on the %s socket ignored (local ranks %s)",
                     self._who(), rank, "local" if is_local else "remote", sorted(want_local),
                 )
-                continue
-            seen.add(rank)
+            else:
+                seen.add(rank)
 
     # --- messages ------------------------------------------------------------------
 
