@@ -128,7 +128,10 @@ class WriterCursor(_Cursor):
         self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
     ) -> None:
         super().__init__(ring, observer, log_interval)
-        self._positions = [ring.layout.read_flag_position(r) for r in range(self._n_reader)]
+        #: (reader index, its flag's position in a chunk's flag block), in reader order.
+        self._positions = tuple(
+            (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
+        )
 
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
         """Wait until the next chunk is free; ``with`` it to fill and publish it.
@@ -159,7 +162,7 @@ class WriterCursor(_Cursor):
         if obs is not None:
             obs.after_step(WRITER_ACTOR, WRITER_POLL_WRITTEN, i, None)
         if written:
-            for r, pos in enumerate(self._positions):
+            for r, pos in self._positions:
                 # spec: WriterPollReadFlag (one load per reader, in order)
                 if obs is not None:
                     obs.before_step(WRITER_ACTOR, WRITER_POLL_READ_FLAG, i, r)
@@ -207,7 +210,7 @@ class WriterCursor(_Cursor):
             return
         flags = self._flags[i]
         fence()  # FW3: payload stores before the read-flag clears
-        for r, pos in enumerate(self._positions):
+        for r, pos in self._positions:
             # spec: WriterClearReadFlag (one single-byte store per reader, in order)
             if obs is not None:
                 obs.before_step(WRITER_ACTOR, WRITER_CLEAR_READ_FLAG, i, r)
@@ -226,7 +229,7 @@ class WriterCursor(_Cursor):
     def unread_by(self) -> list[int]:
         """Local reader indices that have not read the writer's current chunk."""
         flags = self._flags[self.index]
-        return [r for r, pos in enumerate(self._positions) if flags[pos] == 0]
+        return [r for r, pos in self._positions if flags[pos] == 0]
 
     def _describe_wait(self) -> str:
         return (
@@ -272,17 +275,13 @@ class ReaderCursor(_Cursor):
         """:meth:`acquire_read` with the caller's :class:`Deadline`."""
         if self._closed or self._holding:
             self._refuse()
-        if not self._poll_ready():
-            wait_for(self._poll_ready, deadline, self._stall_log, self._timed_out)
+        if not self.poll():
+            wait_for(self.poll, deadline, self._stall_log, self._timed_out)
         return self
 
     def poll(self) -> bool:
-        """One non-blocking poll: true when the next chunk is ready to be entered."""
-        if self._closed or self._holding:
-            self._refuse()
-        return self._poll_ready()
-
-    def _poll_ready(self) -> bool:
+        """One non-blocking poll: true when the next chunk is ready to be entered
+        (``with`` the cursor then reads it; entering refuses a closed or held one)."""
         i = self.index
         flags = self._flags[i]
         obs = self.observer

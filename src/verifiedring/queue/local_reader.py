@@ -30,7 +30,7 @@ import zmq
 from ..errors import BrokenPeerError, DecodeError, MisuseError, RingTimeoutError
 from ..ring import ReaderCursor, ShmRingBuffer
 from ..shm import SHM_DIR
-from ..waiting import Deadline, StallLog, wait_for
+from ..waiting import FOREVER, Deadline, StallLog, wait_for
 from . import wire
 from .handle import Handle
 from .reader import QueueReader
@@ -84,7 +84,7 @@ class LocalReader(QueueReader):
         shutdown, :class:`DecodeError` (message consumed) if it does not unpickle."""
         if self._refusal is not None:
             self._refuse()
-        deadline = Deadline.after(timeout)
+        deadline = FOREVER if timeout is None else Deadline.after(timeout)
         if self._pending is None:
             cursor = self._cursor
             if not cursor.poll():
@@ -92,7 +92,7 @@ class LocalReader(QueueReader):
                 wait_for(self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout)
             # spec: ReaderTakeChunk -- the with-block releases the chunk, also on a raise
             with cursor as chunk:
-                header = wire.read_header(chunk)
+                header = wire.HEADER.unpack_from(chunk)
                 kind, seq = header[0], header[1]
                 if seq != self._seq or kind not in wire.CHUNK_KINDS:
                     raise self._out_of_order("ring", kind, seq)

@@ -8,7 +8,7 @@ from typing import Any
 import zmq
 
 from ..errors import DecodeError, MisuseError
-from ..waiting import Deadline
+from ..waiting import FOREVER, Deadline
 from . import wire
 from .credit import ack_interval, ack_message
 from .handle import Handle
@@ -64,7 +64,7 @@ class RemoteReader(QueueReader):
         """The next object, in the writer's order (see :meth:`LocalReader.dequeue`)."""
         if self._refusal is not None:
             self._refuse()
-        deadline = Deadline.after(timeout)
+        deadline = FOREVER if timeout is None else Deadline.after(timeout)
         while True:
             frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the "
                                 "remote socket")

@@ -26,7 +26,7 @@ shared state is touched.
 from __future__ import annotations
 
 import pickle
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import MisuseError
 
@@ -40,12 +40,9 @@ _BYTES_TYPES = (bytes, bytearray)
 _NO_BUFFERS: list[memoryview] = []
 
 
-class Pickled(NamedTuple):
-    """One serialized object: what the writer stores or sends."""
-
-    stream: bytes
-    buffers: list[memoryview]
-    lend: bool
+#: One serialized object, what the writer stores or sends: ``(stream, buffers, lend)``.
+#: A plain tuple: it is made once per message on the hot path.
+Pickled = tuple[bytes, list[memoryview], bool]
 
 
 class _OutOfBand:
@@ -92,4 +89,4 @@ class Serializer:
                 f"{type(exc).__name__}: {exc}; nothing was sent"
             ) from exc
         self._oob = _NO_BUFFERS
-        return Pickled(stream, oob, target is not obj)
+        return stream, oob, target is not obj

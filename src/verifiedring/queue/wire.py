@@ -62,8 +62,9 @@ def kind_name(kind: int) -> str:
 
 def chunk_bytes(p: Pickled) -> int:
     """Bytes an INLINE chunk needs for ``p``: header, lengths, stream, buffers."""
-    size = HEADER_BYTES + len(p.stream)
-    for b in p.buffers:
+    stream, bufs, _ = p
+    size = HEADER_BYTES + len(stream)
+    for b in bufs:
         size += _LEN + b.nbytes
     return size
 
@@ -77,13 +78,13 @@ def control_header(kind: int, seq: int) -> bytes:
 
 def write_inline(chunk: memoryview, seq: int, p: Pickled) -> None:
     """Store ``p`` whole in ``chunk`` (the caller checked that it fits)."""
-    stream, bufs = p.stream, p.buffers
+    stream, bufs, lend = p
     nbytes = len(stream)
     if not bufs:
         HEADER.pack_into(chunk, 0, INLINE, seq, nbytes, 0)
         chunk[HEADER_BYTES : HEADER_BYTES + nbytes] = stream
         return
-    HEADER.pack_into(chunk, 0, INLINE_LENT if p.lend else INLINE, seq, nbytes, len(bufs))
+    HEADER.pack_into(chunk, 0, INLINE_LENT if lend else INLINE, seq, nbytes, len(bufs))
     off = HEADER_BYTES
     for b in bufs:
         LENGTH.pack_into(chunk, off, b.nbytes)
@@ -97,7 +98,7 @@ def write_inline(chunk: memoryview, seq: int, p: Pickled) -> None:
 
 def write_marker(chunk: memoryview, seq: int, p: Pickled) -> None:
     """Store the overflow marker of ``p`` in ``chunk``: its frame follows on the socket."""
-    HEADER.pack_into(chunk, 0, OVERFLOW, seq, len(p.stream), len(p.buffers))
+    HEADER.pack_into(chunk, 0, OVERFLOW, seq, len(p[0]), len(p[1]))
 
 
 def read_header(buf: Any) -> tuple[int, int, int, int]:
@@ -112,7 +113,10 @@ def load_inline(chunk: memoryview, header: tuple[int, int, int, int]) -> Any:
     kind, seq, nbytes, nbuf = header
     if not nbuf:
         with chunk[HEADER_BYTES : HEADER_BYTES + nbytes] as stream:
-            return _loads(seq, stream, ())
+            try:
+                return pickle.loads(stream)
+            except Exception as exc:
+                raise DecodeError(seq, exc, _first_class(stream)) from exc
     off = HEADER_BYTES + _LEN * nbuf
     start = off + nbytes
     views = []
@@ -136,8 +140,9 @@ def frame_parts(seq: int, p: Pickled) -> list[Any]:
     """The frame of ``p``: ``[header, stream, *buffers]``. Every buffer is copied, so
     a caller that changes its object once ``enqueue`` returns (read-only views of
     memory it owns included) cannot change what a socket sends later."""
-    parts: list[Any] = [HEADER.pack(OVERFLOW, seq, len(p.stream), len(p.buffers)), p.stream]
-    parts.extend(bytes(b) for b in p.buffers)
+    stream, bufs, _ = p
+    parts: list[Any] = [HEADER.pack(OVERFLOW, seq, len(stream), len(bufs)), stream]
+    parts.extend(bytes(b) for b in bufs)
     return parts
 
 

@@ -12,7 +12,7 @@ from ..errors import BrokenPeerError, ClosedError, MisuseError, RingTimeoutError
 from ..layout import RingLayout
 from ..ring import ShmRingBuffer, WriterCursor
 from ..shm import check_room
-from ..waiting import Deadline, StallLog, wait_readable
+from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
 from .credit import RemoteCredit
 from .handle import Handle, check_counts
@@ -68,6 +68,7 @@ class QueueWriter(MessageQueue):
         ):
             raise MisuseError(f"remote_window must be an int >= 1, got {remote_window!r}")
         self.layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
+        self._fits = self.layout.fits
         if n_local_reader:
             check_room(self.layout.total_bytes)
         self.n_reader = n_reader
@@ -208,7 +209,7 @@ class QueueWriter(MessageQueue):
         if self._refusal is not None:
             self._refuse()
         p = self._serializer.dumps(obj)
-        deadline = Deadline.after(timeout)
+        deadline = FOREVER if timeout is None else Deadline.after(timeout)
         seq = self._seq
         credit = self._credit
         if credit is not None and credit.needs_check(seq):
@@ -217,7 +218,7 @@ class QueueWriter(MessageQueue):
         cursor = self._cursor
         overflow = False
         if cursor is not None:
-            overflow = not self.layout.fits(wire.chunk_bytes(p))
+            overflow = not self._fits(wire.chunk_bytes(p))
             try:
                 # spec: WriterPublishChunk -- the object inline, or its overflow marker
                 with cursor.claim(deadline) as chunk:
