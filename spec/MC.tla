@@ -17,4 +17,5 @@ GlobalRankIndex(r) == r + 1
 \* Mutant: the flag index is shifted by one, wrapping around: every reader
 \* uses its neighbour's flag byte (in bounds, never shared).
 ShiftedIndex(r) == (r + 1) % NReaders
+
 =============================================================================

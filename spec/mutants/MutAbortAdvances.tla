@@ -1,8 +1,10 @@
 --------------------------- MODULE MutAbortAdvances ---------------------------
-(* Extra mutant: on WriterAbort the writer advances its index anyway (the  *)
-(* index bump sits outside the exception path).  The abandoned chunk stays *)
-(* written = 0 forever on this lap, and every reader's index points at it. *)
-(* Expected: readers spin forever -- a liveness violation, not a deadlock. *)
+(* Mutant: on WriterAbort the writer advances its index anyway (the index  *)
+(* bump sits outside the exception path).  The abandoned chunk keeps its   *)
+(* partial payload and written = 0; the next message goes to the chunk     *)
+(* after it.  Expected: a reader whose index points at the abandoned chunk *)
+(* waits there while the writer laps around, or receives messages out of  *)
+(* order -- TLC reports which comes first.                                 *)
 EXTENDS MC
 
 MutWriterAbort ==
@@ -12,10 +14,11 @@ MutWriterAbort ==
     /\ aborts' = aborts + 1
     /\ windex' = Succ(windex)
     /\ wpc' = "poll"
-    /\ UNCHANGED <<written, readFlag, toClear, sent, rvars>>
+    /\ UNCHANGED <<written, readFlag, wflag, sent, rvars>>
 
-MutWriter == \/ WriterPoll \/ WriterClearWritten \/ WriterFillPayload
-             \/ MutWriterAbort \/ WriterClearReadFlag \/ WriterPublish
+MutWriter == \/ WriterPollWritten \/ WriterPollReadFlag \/ WriterClearWritten
+             \/ WriterFillPayload \/ MutWriterAbort \/ WriterClearReadFlag
+             \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)
            /\ \A r \in Readers : WF_vars(Reader(r))

@@ -12,7 +12,8 @@ MutReaderRelease(r) ==
        /\ rpc' = [rpc EXCEPT ![r] = "poll"]
        /\ UNCHANGED <<shared, wvars, rindex, delivered, raises>>
 
-MutReader(r) == ReaderPoll(r) \/ ReaderReadPayload(r) \/ MutReaderRelease(r)
+MutReader(r) == \/ ReaderPollReadFlag(r) \/ ReaderPollWritten(r)
+                \/ ReaderReadPayload(r) \/ MutReaderRelease(r)
 MutNext == Writer \/ (\E r \in Readers : MutReader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(Writer)
            /\ \A r \in Readers : WF_vars(MutReader(r))

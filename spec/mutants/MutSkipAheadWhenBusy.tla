@@ -1,22 +1,25 @@
 ------------------------ MODULE MutSkipAheadWhenBusy ------------------------
-(* Variant of (d) that only skips when its own chunk is busy.  Not a       *)
-(* mutant TLC can kill: readers consume in order, so the busy chunks always *)
-(* form one arc starting at windex and no later chunk is ever free while   *)
-(* windex is busy -- the skip branch is dead code.  Kept as a "holds"      *)
-(* model that documents why the protocol needs no skip-ahead logic.        *)
+(* Variant of (d) that skips only when its own chunk is busy: a poll that  *)
+(* fails (a read flag 0) moves the writer on to the next chunk, and the    *)
+(* next poll tries that one.  With an atomic poll this was dead code (no   *)
+(* later chunk is free while the own one is busy).  With a poll of N + 1   *)
+(* separate loads it is not: both chunks can become free between the      *)
+(* failed poll and the next one, and the writer writes the later chunk     *)
+(* first.  Expected: messages out of order.                                *)
 EXTENDS MC
 
-MutWriterPoll ==
-    /\ wpc = "poll"
-    /\ IF ChunkFree(windex)
-         THEN wpc' = "clear" /\ UNCHANGED windex
-       ELSE IF \E j \in Chunks : ChunkFree(j)
-         THEN \E j \in Chunks : ChunkFree(j) /\ windex' = j /\ wpc' = "clear"
-         ELSE UNCHANGED <<windex, wpc>>            \* spin
-    /\ UNCHANGED <<shared, toClear, sent, aborts, rvars>>
+MutWriterPollReadFlag ==
+    /\ wpc = "pollflag"
+    /\ IF readFlag[windex][wflag] = 0
+         THEN wpc' = "poll" /\ wflag' = 0 /\ windex' = Succ(windex)
+       ELSE IF wflag = LastFlag
+         THEN wpc' = "clear" /\ wflag' = 0 /\ UNCHANGED windex
+         ELSE wpc' = "pollflag" /\ wflag' = wflag + 1 /\ UNCHANGED windex
+    /\ UNCHANGED <<shared, sent, aborts, rvars>>
 
-MutWriter == \/ MutWriterPoll \/ WriterClearWritten \/ WriterFillPayload
-             \/ WriterAbort \/ WriterClearReadFlag \/ WriterPublish
+MutWriter == \/ WriterPollWritten \/ MutWriterPollReadFlag \/ WriterClearWritten
+             \/ WriterFillPayload \/ WriterAbort \/ WriterClearReadFlag
+             \/ WriterPublish
 MutNext == MutWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 MutSpec == Init /\ [][MutNext]_vars /\ WF_vars(MutWriter)
            /\ \A r \in Readers : WF_vars(Reader(r))
