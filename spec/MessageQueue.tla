@@ -2,12 +2,13 @@
 (***************************************************************************)
 (* The MessageQueue protocol: the ring plus two ZeroMQ channels.           *)
 (*                                                                         *)
-(* Code: src/verifiedring/message_queue.py (and transport.py).             *)
+(* Code: src/verifiedring/queue/ (the `# spec:` comments name the sites).  *)
 (*                                                                         *)
 (* Composition. RingBuffer.tla proves that the ring gives every local      *)
-(* reader each published slot exactly once, in order, and that the writer  *)
-(* publishes slot n only after every local reader has released slot n - K. *)
-(* This module takes that as the ring's interface (released[r], sent, K)   *)
+(* reader each published chunk exactly once, in order, and that the        *)
+(* writer publishes chunk n only after every local reader has released     *)
+(* chunk n - K.  This module takes that as the ring's interface            *)
+(* (released[r], sent, K)                                                  *)
 (* and adds what the ring cannot see: the overflow marker and its payload  *)
 (* frame on the local XPUB socket, the remote XPUB socket with credit flow *)
 (* control, the READY handshake, and dequeue timeouts.                     *)
@@ -34,11 +35,11 @@ CONSTANTS
     SendReady,      \* writer sends READY after the subscriptions
     ConsumeReady,   \* readers wait for (and consume) READY before dequeuing
     PendingDesign   \* what a local reader does with an overflow marker:
-                    \*  "hold"     keep the ring slot until the payload frame
-                    \*             is in hand; a timeout leaves the slot held
-                    \*  "remember" release the slot, remember the pending
+                    \*  "hold"     keep the ring chunk until the payload frame
+                    \*             is in hand; a timeout leaves the chunk held
+                    \*  "remember" release the chunk, remember the pending
                     \*             sequence number across a timeout
-                    \*  "forget"   release the slot, forget on timeout (the
+                    \*  "forget"   release the chunk, forget on timeout (the
                     \*             known trap; a mutant)
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
@@ -50,10 +51,10 @@ Msgs == 1..M
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
 
 VARIABLES
-    wpc,        \* writer: "handshake" | "slot" | "local" | "remote"
-    sent,       \* messages whose ring slot the writer has published
+    wpc,        \* writer: "handshake" | "chunk" | "local" | "remote"
+    sent,       \* messages whose ring chunk the writer has published
     kind,       \* kind[m]: "inline" or "overflow" (chosen at publish)
-    released,   \* released[r]: ring slots local reader r has released
+    released,   \* released[r]: ring chunks local reader r has released
     sockQ,      \* sockQ[r]: frames queued for reader r on its channel
     subscribed, \* subscribed[r]: reader r's subscription reached the XPUB
     acked,      \* acked[r]: frames remote reader r has acknowledged
@@ -67,7 +68,7 @@ vars == <<wpc, sent, kind, released, sockQ, subscribed, acked, rpc, pending,
           delivered, lost, timeouts>>
 
 Min(S) == CHOOSE x \in S : \A y \in S : x <= y
-\* The ring's interface: slot n is free once every local reader released n - K.
+\* The ring's interface: chunk n is free once every local reader released n - K.
 RingHasRoom ==
     LocalReaders = {} \/ sent - Min({released[r] : r \in LocalReaders}) < K
 
@@ -94,27 +95,27 @@ Init ==
     /\ timeouts = 0
 
 -----------------------------------------------------------------------------
-(* Writer *)
+(* Writer                                                                  *)
 
 \* message_queue.py: MessageQueue._writer_ready (wait_until_ready, writer side)
 WriterHandshake ==
     /\ wpc = "handshake"
     /\ WaitSubs => \A r \in Readers : subscribed[r]
     /\ IF SendReady THEN Publish(Readers, READY) ELSE UNCHANGED <<sockQ, lost>>
-    /\ wpc' = "slot"
+    /\ wpc' = "chunk"
     /\ UNCHANGED <<sent, kind, released, subscribed, acked, rpc, pending,
                    delivered, timeouts>>
 
 \* message_queue.py: MessageQueue.enqueue -> ring acquire_write (inline
 \* object or overflow marker with its sequence number in the chunk)
 WriterPublishChunk ==
-    /\ wpc = "slot"
+    /\ wpc = "chunk"
     /\ sent < M
     /\ RingHasRoom
     /\ \E k \in {"inline", "overflow"} :
           /\ kind' = [kind EXCEPT ![sent + 1] = k]
           /\ wpc' = IF k = "overflow" /\ LocalReaders # {} THEN "local"
-                    ELSE IF RemoteReaders # {} THEN "remote" ELSE "slot"
+                    ELSE IF RemoteReaders # {} THEN "remote" ELSE "chunk"
     /\ sent' = sent + 1
     /\ UNCHANGED <<released, sockQ, subscribed, acked, rpc, pending, delivered,
                    lost, timeouts>>
@@ -124,7 +125,7 @@ WriterPublishChunk ==
 WriterSendLocalFrame ==
     /\ wpc = "local"
     /\ Publish(LocalReaders, sent)
-    /\ wpc' = IF RemoteReaders # {} THEN "remote" ELSE "slot"
+    /\ wpc' = IF RemoteReaders # {} THEN "remote" ELSE "chunk"
     /\ UNCHANGED <<sent, kind, released, subscribed, acked, rpc, pending,
                    delivered, timeouts>>
 
@@ -134,12 +135,12 @@ WriterSendRemoteFrame ==
     /\ wpc = "remote"
     /\ \A r \in RemoteReaders : sent - acked[r] <= Window
     /\ Publish(RemoteReaders, sent)
-    /\ wpc' = "slot"
+    /\ wpc' = "chunk"
     /\ UNCHANGED <<sent, kind, released, subscribed, acked, rpc, pending,
                    delivered, timeouts>>
 
 -----------------------------------------------------------------------------
-(* Readers *)
+(* Readers                                                                 *)
 
 \* message_queue.py: MessageQueue.create_from_handle (connect + subscribe)
 ReaderSubscribe(r) ==
@@ -160,8 +161,8 @@ ReaderAwaitReady(r) ==
                    delivered, lost, timeouts>>
 
 \* message_queue.py: MessageQueue.dequeue -> ring acquire_read -> _take of the
-\* next slot. Inline: the object is returned and the slot released. Overflow
-\* marker: the reader now needs frame m ("hold" keeps the slot until then).
+\* next chunk. Inline: the object is returned and the chunk released. Overflow
+\* marker: the reader now needs frame m ("hold" keeps the chunk until then).
 ReaderTakeChunk(r) ==
     /\ r \in LocalReaders
     /\ rpc[r] = "idle"
@@ -180,7 +181,7 @@ ReaderTakeChunk(r) ==
     /\ UNCHANGED <<wpc, sent, kind, sockQ, subscribed, acked, lost, timeouts>>
 
 \* message_queue.py: MessageQueue._recv_pending, the local socket receive of
-\* the overflow payload; "hold" releases the slot only now.
+\* the overflow payload; "hold" releases the chunk only now.
 ReaderRecvFrame(r) ==
     /\ r \in LocalReaders
     /\ rpc[r] = "frame"
@@ -229,7 +230,7 @@ RemoteRecvFrame(r) ==
 
 -----------------------------------------------------------------------------
 AllDone ==
-    /\ wpc = "slot" /\ sent = M
+    /\ wpc = "chunk" /\ sent = M
     /\ \A r \in Readers : Len(delivered[r]) = M
 
 \* The bounded run is over: stutter, so that any other state with no
@@ -250,10 +251,10 @@ Spec == Init /\ [][Next]_vars /\ WF_vars(WriterStep)
                              /\ \A r \in Readers : WF_vars(ReaderStep(r))
 
 -----------------------------------------------------------------------------
-(* Properties *)
+(* Properties                                                              *)
 
 TypeOKInv ==
-    /\ wpc \in {"handshake", "slot", "local", "remote"}
+    /\ wpc \in {"handshake", "chunk", "local", "remote"}
     /\ sent \in 0..M
     /\ released \in [LocalReaders -> 0..M]
     /\ acked \in [RemoteReaders -> 0..M]

@@ -9,7 +9,7 @@
 (*   readFlag[c][i]  one `read` byte per local reader index i              *)
 (*   payload[c]      the chunk's data (a message number, Empty or Torn)    *)
 (*                                                                         *)
-(* Every action is ONE shared-memory access: one load or one store of a   *)
+(* Every action is ONE shared-memory access: one load or one store of a    *)
 (* flag byte, or the caller's payload loads/stores as a whole.  Each       *)
 (* carries the step name used verbatim in the code (`# spec: Name`), in    *)
 (* the hypothesis rules of tests/test_ring_stateful.py (RingMachine) and   *)
