@@ -1,34 +1,37 @@
 """Memory ordering for the flag protocol: the one vocabulary used at every flag access.
 
-The protocol needs six orderings (``spec/README.md``, "Fences"; the relaxed-memory
-model ``spec/MCRelaxed*`` checks that these and no fewer suffice)::
+The protocol's orderings, one ``fence()`` call each in :mod:`verifiedring.cursors`
+(``spec/README.md``, "Fences", says which the relaxed-memory model shows necessary)::
 
-    FW1  writer: flag loads of WriterPoll      -> every later store of the write
-    FW2  writer: WriterClearWritten's store    -> payload stores
-    FW3  writer: payload stores                -> WriterClearReadFlag stores
-    FW4  writer: WriterClearReadFlag stores    -> WriterPublish's store
-    FR1  reader: flag loads of ReaderPoll      -> payload loads
-    FR2  reader: payload loads                 -> ReaderRelease's store
+    FW1  writer: the loads of WriterPollWritten/WriterPollReadFlag -> every later store
+    FW2  writer: WriterClearWritten's store     -> payload stores
+    FW3  writer: payload stores                 -> WriterClearReadFlag stores
+    FW4  writer: WriterClearReadFlag stores     -> WriterPublish's store
+    FR0  reader: ReaderPollReadFlag's load      -> ReaderPollWritten's load
+    FR1  reader: ReaderPollWritten's load       -> payload loads
+    FR2  reader: payload loads                  -> ReaderRelease's store
 
 CPython offers no atomics, and its interpreter may run on a weakly ordered
 CPU (ARM, POWER) where plain stores become visible out of order and loads
 may be satisfied early. x86-TSO keeps every ordering above except a store
-followed by a load (none of the six), but ARM keeps none of them. So each is
+followed by a load (none of these), but ARM keeps none of them. So each is
 enforced by :func:`fence`:
 
-* preferred: ``verifiedring._fence.fence``, a C call of
-  ``atomic_thread_fence(memory_order_seq_cst)`` -- a full barrier by the C11
-  standard on every platform (about 40 ns with the call);
-* fallback, when the extension could not be built: an uncontended
-  ``threading.Lock`` acquire/release. Both halves are atomic read-modify-write
-  operations (acquire, then release) in every libc CPython supports; on x86
-  each is a locked instruction, hence a full barrier; on ARMv8 they are
-  load-acquire/store-release exclusives, which order the accesses this
-  protocol needs in practice but are weaker than a seq_cst fence in the C11
-  model. ``FENCE_KIND`` says which one is in use.
+* preferred: ``verifiedring._fence.fence``, a C function that executes
+  ``atomic_thread_fence(memory_order_seq_cst)``: a hardware barrier in an
+  opaque call (``mfence`` or a locked instruction on x86, ``dmb ish`` on
+  ARMv8), about 40 ns with the call. The interpreter's loads and stores
+  through a memoryview are plain accesses, not C11 atomics, so what this
+  gives is the hardware barrier, not a guarantee of the C11 memory model;
+* fallback, only on x86, when the extension could not be built: an
+  uncontended ``threading.Lock`` acquire/release, whose atomic
+  read-modify-writes are locked instructions there, hence full barriers. On
+  any other CPU the lock's acquire/release exclusives are not a full barrier
+  (a store before the release may pass a load after the acquire on ARMv8), so
+  importing this module without the C fence there raises ``ImportError``.
 
-Either is an opaque call, so the C compiler cannot move the interpreter's
-memoryview loads and stores across it.
+``FENCE_KIND`` says which one is in use. Either is an opaque call, so the C
+compiler cannot move the interpreter's accesses across it.
 
 Single-byte loads and stores through a ``memoryview`` are single machine
 instructions on every supported platform, so a flag never tears.
@@ -36,13 +39,23 @@ instructions on every supported platform, so a flag never tears.
 
 from __future__ import annotations
 
+import platform
 import threading
+
+#: CPUs on which a lock acquire/release is a full barrier (locked instructions).
+X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
 
 try:
     from ._fence import fence as fence
 
     FENCE_KIND = "c11-seq-cst"
 except ImportError:  # built without a C compiler
+    if platform.machine().lower() not in X86:
+        raise ImportError(
+            f"verifiedring needs its C fence (verifiedring._fence) on {platform.machine()}: "
+            "the lock fallback is a full barrier only on x86; reinstall with a C compiler "
+            "available (pip install --force-reinstall verifiedring)"
+        ) from None
     _fence_lock = threading.Lock()
     # Bound once: the hot path pays two C calls, not two attribute lookups as well.
     _acquire = _fence_lock.acquire
@@ -52,7 +65,7 @@ except ImportError:  # built without a C compiler
     def fence() -> None:
         """Full fence: no load or store of this thread crosses this call.
 
-        Call sites name which of FW1..FW4 / FR1..FR2 they enforce.
+        Call sites name which of FW1..FW4 / FR0..FR2 they enforce.
         """
         _acquire()
         _release()
