@@ -19,6 +19,12 @@ reader's body (``ReaderReadPayload``) loads the message and may raise, in
 which case the message still counts as consumed and the chunk must still be
 released.
 
+A poll step is a rule only when it lets its actor go on: a failed poll stores
+nothing and is retried, so it is a stutter and would only eat the example's
+step budget (unit tests pin what a failed poll does). ``test_ring_machine``
+counts what every run reached -- each action, publishes after an abort, reader
+raises, a second lap of every chunk -- and asserts a floor for each.
+
 Every step is recorded (actor, action, chunk, read-flag index, flag bytes
 before and after) and the recent trace is part of every failure message.
 """
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections import Counter
 from functools import partial
 
 from hypothesis import HealthCheck, settings
@@ -37,6 +44,7 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
+    run_state_machine_as_test,
 )
 
 from verifiedring import ShmRingBuffer
@@ -69,6 +77,11 @@ AFTER_FILL = (WRITER_ABORT, WRITER_CLEAR_READ_FLAG)
 # An actor parked at one of these is polling (its chunk's flags decide what comes next).
 WRITER_POLLS = ((WRITER_POLL_WRITTEN,), (WRITER_POLL_READ_FLAG,))
 READER_POLLS = ((READER_POLL_READ_FLAG,), (READER_POLL_WRITTEN,))
+
+
+#: What the runs reached: granted actions, and "publish after abort", "reader raised",
+#: "second lap of chunk c" (a publish into a chunk that held a message).
+REACHED: Counter[str] = Counter()
 
 
 class _BodyRaised(Exception):
@@ -117,6 +130,8 @@ class RingMachine(RuleBasedStateMachine):
         self.published: list[bytes] = []  # payloads, in WriterPublish order
         self.filling: bytes = b""  # the payload of the write in progress
         self.chunk_msg: list[int | None] = []  # per chunk: index of its published message
+        self.aborted = False  # the last write attempt aborted
+        self.used_chunks: set[int] = set()  # chunks that have held a published message
 
     # -- set-up and teardown ----------------------------------------------------------
 
@@ -186,7 +201,28 @@ class RingMachine(RuleBasedStateMachine):
 
     def _grant(self, actor: str, action: str, data: object = None) -> None:
         assert self.sched is not None
+        REACHED[action] += 1
         self._check(self.sched.grant(actor, action, data))
+
+    def _flags(self, chunk: int) -> tuple[int, ...]:
+        assert self.probe is not None
+        return self.probe.flags(chunk)
+
+    def writer_poll_proceeds(self) -> bool:
+        """The writer's next read-flag load finds 1 (a 0 fails the poll: a stutter)."""
+        if not self.writer_at(WRITER_POLL_READ_FLAG):
+            return False
+        w = self.writer
+        return w.flag is not None and self._flags(w.chunk)[1 + w.flag] == 1
+
+    def readers_proceeding(self, action: str) -> list[int]:
+        """Readers at ``action`` whose load lets them go on (own flag 0, written 1)."""
+        out = []
+        for k in self.readers_at(action):
+            flags = self._flags(self.reader(k).chunk)
+            if (flags[1 + k] == 0) if action == READER_POLL_READ_FLAG else (flags[0] == 1):
+                out.append(k)
+        return out
 
     # -- writer rules -----------------------------------------------------------------
 
@@ -195,7 +231,7 @@ class RingMachine(RuleBasedStateMachine):
     def WriterPollWritten(self) -> None:  # rule names = spec action names
         self._grant(WRITER_ACTOR, WRITER_POLL_WRITTEN)
 
-    @precondition(lambda self: self.writer_at(WRITER_POLL_READ_FLAG))
+    @precondition(lambda self: self.writer_poll_proceeds())
     @rule()
     def WriterPollReadFlag(self) -> None:
         self._grant(WRITER_ACTOR, WRITER_POLL_READ_FLAG)
@@ -215,6 +251,7 @@ class RingMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.writer_at(WRITER_ABORT))
     @rule(scribble=st.binary(max_size=CHUNK_BYTES))
     def WriterAbort(self, scribble: bytes) -> None:
+        self.aborted = True
         self._grant(WRITER_ACTOR, WRITER_ABORT, scribble)
 
     @precondition(lambda self: self.writer_at(WRITER_CLEAR_READ_FLAG))
@@ -227,27 +264,39 @@ class RingMachine(RuleBasedStateMachine):
     def WriterPublish(self) -> None:
         chunk = self.writer.chunk
         self._grant(WRITER_ACTOR, WRITER_PUBLISH)
+        if self.aborted:
+            REACHED["publish after abort"] += 1
+            self.aborted = False
+        if chunk in self.used_chunks:
+            REACHED[f"second lap of chunk {chunk}"] += 1
+        self.used_chunks.add(chunk)
         self.published.append(self.filling)
         self.chunk_msg[chunk] = len(self.published) - 1
 
     # -- reader rules -----------------------------------------------------------------
 
-    @precondition(lambda self: self.readers_at(READER_POLL_READ_FLAG))
+    @precondition(lambda self: self.readers_proceeding(READER_POLL_READ_FLAG))
     @rule(data=st.data())
     def ReaderPollReadFlag(self, data: st.DataObject) -> None:
-        k = data.draw(st.sampled_from(self.readers_at(READER_POLL_READ_FLAG)), label="reader")
+        k = data.draw(
+            st.sampled_from(self.readers_proceeding(READER_POLL_READ_FLAG)), label="reader"
+        )
         self._grant(reader_actor(k), READER_POLL_READ_FLAG)
 
-    @precondition(lambda self: self.readers_at(READER_POLL_WRITTEN))
+    @precondition(lambda self: self.readers_proceeding(READER_POLL_WRITTEN))
     @rule(data=st.data())
     def ReaderPollWritten(self, data: st.DataObject) -> None:
-        k = data.draw(st.sampled_from(self.readers_at(READER_POLL_WRITTEN)), label="reader")
+        k = data.draw(
+            st.sampled_from(self.readers_proceeding(READER_POLL_WRITTEN)), label="reader"
+        )
         self._grant(reader_actor(k), READER_POLL_WRITTEN)
 
     @precondition(lambda self: self.readers_at(READER_READ_PAYLOAD))
     @rule(data=st.data(), raise_in_body=st.booleans())
     def ReaderReadPayload(self, data: st.DataObject, raise_in_body: bool) -> None:
         k = data.draw(st.sampled_from(self.readers_at(READER_READ_PAYLOAD)), label="reader")
+        if raise_in_body:
+            REACHED["reader raised"] += 1
         self._grant(reader_actor(k), READER_READ_PAYLOAD, raise_in_body)
 
     @precondition(lambda self: self.readers_at(READER_RELEASE))
@@ -337,12 +386,34 @@ class RingMachine(RuleBasedStateMachine):
         self.fail("deadlock: no poll can succeed and every actor is polling")
 
 
-RingMachine.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=50,
+SETTINGS = settings(
+    max_examples=100,
+    stateful_step_count=80,
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-TestRing = RingMachine.TestCase
+#: The least each run must reach (100 derandomized examples of 80 steps).
+FLOORS = {
+    **dict.fromkeys(
+        (WRITER_POLL_WRITTEN, WRITER_POLL_READ_FLAG, WRITER_CLEAR_WRITTEN, WRITER_FILL_PAYLOAD,
+         WRITER_CLEAR_READ_FLAG, WRITER_PUBLISH, READER_POLL_READ_FLAG, READER_POLL_WRITTEN,
+         READER_READ_PAYLOAD, READER_RELEASE),
+        150,
+    ),
+    WRITER_ABORT: 100,
+    "publish after abort": 30,
+    "reader raised": 30,
+    "second lap of chunk 0": 30,
+    "second lap of chunk 1": 8,
+    "second lap of chunk 2": 3,
+}
+
+
+def test_ring_machine() -> None:
+    REACHED.clear()
+    run_state_machine_as_test(RingMachine, settings=SETTINGS)
+    print("ring machine reached:", dict(sorted(REACHED.items())))
+    short = {k: (REACHED[k], floor) for k, floor in FLOORS.items() if REACHED[k] < floor}
+    assert not short, f"reached less than the floor (got, floor): {short}"

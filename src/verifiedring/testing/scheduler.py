@@ -36,6 +36,7 @@ class Actor:
     name: str
     pending: tuple[str, ...] = ()  # the steps it may be granted next; () while it runs
     chunk: int = -1  # the chunk of its pending step
+    flag: int | None = None  # the read-flag index of its pending step, if it names one
     grant: tuple[str, object] | None = None  # set by a rule, taken by the thread
     data: object = None  # what the last grant carried for the with-body
     pregranted: str | None = None  # a step already chosen by the rule that ran the body
@@ -64,6 +65,7 @@ class Scheduler:
             if a.pregranted == action:
                 a.pregranted = None
             else:
+                a.flag = reader
                 a.data = self._park(a, (action,), chunk)[1]
         self.recorder.before_step(actor, action, chunk, reader)
 
