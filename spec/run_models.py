@@ -110,6 +110,11 @@ def _diff(name: str, old: str | None, new: str) -> list[str]:
     if old == new:
         return []
     om, nm = (_as_map(old) if old is not None else None), _as_map(new)
+    # TLC prints an empty function as << >>: a map that became (or was) empty
+    if om is not None and new.strip() == "<< >>":
+        nm = {}
+    if nm is not None and old is not None and old.strip() == "<< >>":
+        om = {}
     if om is None or nm is None:
         return [f"{name} = {new}"]
     out: list[str] = []
@@ -152,9 +157,17 @@ is and what it shows: [README.md](README.md).
 """
 
 
+# the page's sections: mutants, then the SC redundancy check, the relaxed model, the queue
+PAGE_ORDER = ("Mut", "MCNoClearWritten", "MCRelaxed", "MCMessageQueue")
+
+
+def _page_rank(name: str) -> int:
+    return next((i for i, p in enumerate(PAGE_ORDER) if name.startswith(p)), len(PAGE_ORDER))
+
+
 def counterexamples_page(outcomes: list[Outcome]) -> str:
     parts = [COUNTEREXAMPLES_HEAD]
-    for o in outcomes:
+    for o in sorted(outcomes, key=lambda o: _page_rank(o.model.name)):
         m = o.model
         parts.append(f"\n## `{m.name}` → `{o.run.result}`\n")
         parts.append(f"`{m.tla}` + `{m.cfg}`; bounds: {m.bounds}.\n")
