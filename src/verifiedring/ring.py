@@ -132,6 +132,11 @@ class ShmRingBuffer:
         claimed_roles.add(key)
         self._role = role
 
+    def unlink(self) -> None:
+        """Creator: remove the segment's name now. Processes that attached keep their
+        mapping; none can attach any more, and no crash can leave the name behind."""
+        self._segment.unlink()
+
     def close(self) -> None:
         """Release cursors and unmap; the creator also unlinks. Idempotent."""
         if self.closed:

@@ -6,41 +6,66 @@ attaching process neither warns about a "leaked" segment nor unlinks it
 early when it exits. Only the creator registers (so a crashed creator's
 segment is still reclaimed) and only the creator unlinks.
 
-Segments are created with mode 0600: readable and writable by their owner only.
+Segments are created with mode 0600: readable and writable by their owner
+only, named with the creator's pid (:mod:`verifiedring.leftovers` reaps those
+of dead creators at each create), and their pages are reserved at create
+(``posix_fallocate``): a full ``/dev/shm`` is a :class:`MisuseError` naming
+the sizes then, never a SIGBUS at the first touch of a page later. A created
+segment that is collected without :meth:`SharedSegment.unlink` is unlinked
+then, by its creator process only.
 """
 
 from __future__ import annotations
 
 import _posixshmem
 import contextlib
+import errno
 import mmap
 import os
-import secrets
+import weakref
 from multiprocessing import resource_tracker
 
 from .errors import BrokenPeerError, MisuseError
+from .leftovers import SEGMENT_PREFIX, SHM_DIR, reap, segment_name
 
-SHM_DIR = "/dev/shm"
-NAME_PREFIX = "vr_"
+NAME_PREFIX = SEGMENT_PREFIX
 SEGMENT_MODE = 0o600
+__all__ = ["NAME_PREFIX", "SHM_DIR", "SharedSegment", "check_room"]
 
 
 def _tracker_name(name: str) -> str:
     return "/" + name
 
 
-def check_room(size: int, directory: str = SHM_DIR) -> None:
-    """Raise :class:`MisuseError` if ``directory`` cannot hold ``size`` more bytes."""
+def free_bytes(directory: str = SHM_DIR) -> int | None:
+    """Bytes free in ``directory`` (``None`` where it cannot be inspected)."""
     try:
         st = os.statvfs(directory)
     except FileNotFoundError:
-        return  # no tmpfs to inspect (e.g. macOS): let shm_open decide
-    free = st.f_bavail * st.f_frsize
-    if size > free:
-        raise MisuseError(
-            f"{directory} has {free} bytes free but the segment needs {size}: "
-            f"shrink max_chunk_bytes * max_chunks or enlarge {directory}"
-        )
+        return None  # no tmpfs to inspect (e.g. macOS): let shm_open decide
+    return st.f_bavail * st.f_frsize
+
+
+def _no_room(size: int, free: int | None) -> MisuseError:
+    return MisuseError(
+        f"{SHM_DIR} has {free if free is not None else 'too few'} bytes free but the segment "
+        f"needs {size}: shrink max_chunk_bytes * max_chunks or enlarge {SHM_DIR}"
+    )
+
+
+def check_room(size: int, directory: str = SHM_DIR) -> None:
+    """Raise :class:`MisuseError` if ``directory`` cannot hold ``size`` more bytes."""
+    free = free_bytes(directory)
+    if free is not None and size > free:
+        raise _no_room(size, free)
+
+
+def _unlink_if_creator(name: str, creator: int) -> None:
+    """The finalizer of a created segment: unlink it, in the creator process only."""
+    if os.getpid() == creator:
+        with contextlib.suppress(FileNotFoundError):
+            _posixshmem.shm_unlink(_tracker_name(name))
+        resource_tracker.unregister(_tracker_name(name), "shared_memory")
 
 
 class SharedSegment:
@@ -60,19 +85,29 @@ class SharedSegment:
             os.close(fd)
         self.buf = memoryview(self._mmap)
         self._unlinked = False
+        self._finalizer = (
+            weakref.finalize(self, _unlink_if_creator, name, os.getpid()) if created else None
+        )
 
     @classmethod
     def create(cls, size: int, name: str | None = None) -> SharedSegment:
         """Create a zero-filled segment of ``size`` bytes (fails if ``name`` exists)."""
         if size < 1:
             raise MisuseError(f"segment size must be >= 1 byte, got {size}")
+        reap()
         check_room(size)
-        name = name or NAME_PREFIX + secrets.token_hex(8)
+        name = name or segment_name()
         fd = _posixshmem.shm_open(
             _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE
         )
         try:
             os.ftruncate(fd, size)
+            try:
+                os.posix_fallocate(fd, 0, size)  # every page now, or a clear error now
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EFBIG):
+                    raise
+                raise _no_room(size, free_bytes()) from None
         except BaseException:
             os.close(fd)
             _posixshmem.shm_unlink(_tracker_name(name))
@@ -87,8 +122,8 @@ class SharedSegment:
             fd = _posixshmem.shm_open(_tracker_name(name), os.O_RDWR, mode=SEGMENT_MODE)
         except FileNotFoundError:
             raise BrokenPeerError(
-                f"shared-memory segment {name!r} does not exist: its creator closed it "
-                "or never created it"
+                f"shared-memory segment {name!r} does not exist: its creator closed it, "
+                "never created it, or removed its name once every reader had attached"
             ) from None
         actual = os.fstat(fd).st_size
         if actual < size:
@@ -118,6 +153,5 @@ class SharedSegment:
         if self._unlinked:
             return
         self._unlinked = True
-        with contextlib.suppress(FileNotFoundError):
-            _posixshmem.shm_unlink(_tracker_name(self.name))
-        resource_tracker.unregister(_tracker_name(self.name), "shared_memory")
+        if self._finalizer is not None:
+            self._finalizer()  # unlinks now (this is the creator) and never again

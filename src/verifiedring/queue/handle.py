@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..errors import MisuseError
 from ..ring import RingHandle
+from .sockets import Signer
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,15 @@ class Handle:
     remote_ack_addr: str | None
     remote_window: int
     hmac_key: bytes = field(repr=False)
+    #: Binds ``buffer_handle`` (name and geometry) to the key: a handle whose ring
+    #: geometry was altered, even to the same total size, is refused at attach.
+    ring_tag: bytes = field(default=b"", repr=False)
+
+
+def ring_tag(signer: Signer, ring: RingHandle) -> bytes:
+    """The tag of ``ring``'s name and geometry under the queue's key."""
+    body = f"{ring.name}/{ring.n_reader}/{ring.max_chunk_bytes}/{ring.max_chunks}".encode()
+    return signer.sign([body])[:16]
 
 
 def check_counts(

@@ -20,6 +20,7 @@ frames that arrive are stashed in order, and SHUTDOWN is noted.
 
 from __future__ import annotations
 
+import hmac
 import os
 import time
 from collections import deque
@@ -32,7 +33,7 @@ from ..ring import ReaderCursor, ShmRingBuffer
 from ..shm import SHM_DIR
 from ..waiting import FOREVER, Deadline, StallLog, wait_for
 from . import wire
-from .handle import Handle
+from .handle import Handle, ring_tag
 from .reader import QueueReader
 
 #: How often a local reader blocked on the ring looks at its socket.
@@ -55,6 +56,12 @@ class LocalReader(QueueReader):
         self._pending: int | None = None
         self._stash: deque[list[zmq.Frame]] = deque()
         self._socket_check_at = 0.0
+        if not hmac.compare_digest(ring_tag(self._signer, bh), handle.ring_tag):
+            raise BrokenPeerError(
+                f"{self._who()}: the handle's ring (segment {bh.name!r}, n_reader="
+                f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
+                f"{bh.max_chunks}) is not the geometry the writer created: handle altered"
+            )
         expected = bh.layout.total_bytes
         try:
             actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size

@@ -34,7 +34,7 @@ A queue end is not thread-safe: use each from one thread.
 
 from __future__ import annotations
 
-import warnings
+import contextlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import zmq
@@ -184,11 +184,9 @@ class MessageQueue:
         self.close()
 
     def __del__(self) -> None:
+        """Dropped without :meth:`close` (as vLLM and SGLang release theirs): clean up
+        exactly as ``close()`` does, silently."""
         if not self._closed:
-            warnings.warn(
-                f"MessageQueue ({self._who()}) was not closed; call close() or use it as a "
-                "context manager",
-                ResourceWarning,
-                stacklevel=2,
-            )
+            with contextlib.suppress(Exception):
+                self.close()
 

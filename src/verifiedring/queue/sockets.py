@@ -42,13 +42,13 @@ import secrets
 import shutil
 import socket
 import struct
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import zmq
 
 from ..errors import BrokenPeerError, MisuseError
+from ..leftovers import ipc_directory
 from ..waiting import Deadline, StallLog, wait_readable
 from .wire import CONTROL_MESSAGES, LENGTH
 
@@ -205,7 +205,7 @@ class LocalEndpoint:
     """An XPUB bound on an ipc path inside a fresh 0700 directory."""
 
     def __init__(self, ctx: zmq.Context[Any], hwm: int) -> None:
-        self.directory = tempfile.mkdtemp(prefix="vr-mq-")  # mode 0700
+        self.directory = ipc_directory()  # mode 0700, named with this pid
         self.path = os.path.join(self.directory, "local")
         self.socket = _xpub(ctx, hwm)
         try:

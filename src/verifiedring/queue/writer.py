@@ -15,7 +15,7 @@ from ..shm import check_room
 from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
 from .credit import RemoteCredit
-from .handle import Handle, check_counts
+from .handle import Handle, check_counts, ring_tag
 from .message_queue import MessageQueue
 from .serialization import Serializer
 from .sockets import (
@@ -122,15 +122,17 @@ class QueueWriter(MessageQueue):
     def export_handle(self) -> Handle:
         if self._closed:
             self._refuse()
+        ring = None if self._ring is None else self._ring.handle()
         return Handle(
             n_reader=self.n_reader,
             local_reader_ranks=self.local_reader_ranks,
-            buffer_handle=None if self._ring is None else self._ring.handle(),
+            buffer_handle=ring,
             local_subscribe_addr=None if self._local is None else self._local.address,
             remote_subscribe_addr=self._remote_addr,
             remote_ack_addr=self._ack_addr,
             remote_window=self.remote_window,
             hmac_key=self._key,
+            ring_tag=b"" if ring is None else ring_tag(self._signer, ring),
         )
 
     # --- the handshake -------------------------------------------------------
@@ -179,6 +181,11 @@ class QueueWriter(MessageQueue):
             wait_readable(subscribed, deadline, StallLog(describe, self.log_interval), timed_out)
         ready = [wire.control_header(wire.READY, 0)]
         self._send_all(ready, ready, "READY", "READY")
+        # Every reader has attached: no name is needed any more, so no crash leaves one.
+        if self._ring is not None:
+            self._ring.unlink()
+        if self._local is not None:
+            self._local.remove_directory()
         if self._credit is not None:
             self._credit.start(seen_remote)
         self._handshaken = True
