@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test model-check stress lint bench gpu-check
+.PHONY: install test model-check mutants stress lint bench gpu-check
 
 install:  ## install the library with everything the tests, models and linters need
 	$(PYTHON) -m pip install -e '.[dev]'
@@ -12,6 +12,9 @@ test:  ## the whole test suite, unit + property + bounded stress, in parallel
 
 model-check:  ## TLC over every model and mutant in spec/models.toml; one table, non-zero on surprise
 	$(PYTHON) -m spec.run_models
+
+mutants:  ## every known bug of tests/mutants/catalog.toml, applied to a copy; one table, non-zero if one survives
+	$(PYTHON) -m tests.mutants $(MUTANTS_ARGS)
 
 stress:  ## a longer soak of the multiprocess harness (see stress/README.md)
 	$(PYTHON) -m stress --duration 60
