@@ -97,7 +97,7 @@ Init ==
 -----------------------------------------------------------------------------
 (* Writer                                                                  *)
 
-\* message_queue.py: MessageQueue._writer_ready (wait_until_ready, writer side)
+\* queue/writer.py: wait_until_ready (writer side)
 WriterHandshake ==
     /\ wpc = "handshake"
     /\ WaitSubs => \A r \in Readers : subscribed[r]
@@ -106,7 +106,7 @@ WriterHandshake ==
     /\ UNCHANGED <<sent, kind, released, subscribed, acked, rpc, pending,
                    delivered, timeouts>>
 
-\* message_queue.py: MessageQueue.enqueue -> ring acquire_write (inline
+\* queue/writer.py: enqueue -> ring acquire_write (inline
 \* object or overflow marker with its sequence number in the chunk)
 WriterPublishChunk ==
     /\ wpc = "chunk"
@@ -120,7 +120,7 @@ WriterPublishChunk ==
     /\ UNCHANGED <<released, sockQ, subscribed, acked, rpc, pending, delivered,
                    lost, timeouts>>
 
-\* message_queue.py: MessageQueue.enqueue -> local socket send of the
+\* queue/writer.py: enqueue -> _send_all, local socket send of the
 \* overflow payload frame (after the marker is published)
 WriterSendLocalFrame ==
     /\ wpc = "local"
@@ -129,7 +129,7 @@ WriterSendLocalFrame ==
     /\ UNCHANGED <<sent, kind, released, subscribed, acked, rpc, pending,
                    delivered, timeouts>>
 
-\* message_queue.py: MessageQueue.enqueue -> wait for credits, then remote
+\* queue/writer.py: enqueue -> wait for credits, then (_send_all) remote
 \* socket send (every object goes to remote readers)
 WriterSendRemoteFrame ==
     /\ wpc = "remote"
@@ -142,7 +142,7 @@ WriterSendRemoteFrame ==
 -----------------------------------------------------------------------------
 (* Readers                                                                 *)
 
-\* message_queue.py: MessageQueue.create_from_handle (connect + subscribe)
+\* queue/reader.py: _subscribe (connect + subscribe)
 ReaderSubscribe(r) ==
     /\ rpc[r] = "init"
     /\ subscribed' = [subscribed EXCEPT ![r] = TRUE]
@@ -150,7 +150,7 @@ ReaderSubscribe(r) ==
     /\ UNCHANGED <<wpc, sent, kind, released, sockQ, acked, pending, delivered,
                    lost, timeouts>>
 
-\* message_queue.py: MessageQueue.wait_until_ready (reader side)
+\* queue/reader.py: wait_until_ready (reader side)
 ReaderAwaitReady(r) ==
     /\ rpc[r] = "ready"
     /\ sockQ[r] # <<>>
@@ -160,7 +160,7 @@ ReaderAwaitReady(r) ==
     /\ UNCHANGED <<wpc, sent, kind, released, subscribed, acked, pending,
                    delivered, lost, timeouts>>
 
-\* message_queue.py: MessageQueue.dequeue -> ring acquire_read -> _take of the
+\* queue/local_reader.py: dequeue -> ring acquire_read of the
 \* next chunk. Inline: the object is returned and the chunk released. Overflow
 \* marker: the reader now needs frame m ("hold" keeps the chunk until then).
 ReaderTakeChunk(r) ==
@@ -180,7 +180,7 @@ ReaderTakeChunk(r) ==
             /\ UNCHANGED delivered
     /\ UNCHANGED <<wpc, sent, kind, sockQ, subscribed, acked, lost, timeouts>>
 
-\* message_queue.py: MessageQueue._recv_pending, the local socket receive of
+\* queue/local_reader.py: _take_frame, the local socket receive of
 \* the overflow payload; "hold" releases the chunk only now.
 ReaderRecvFrame(r) ==
     /\ r \in LocalReaders
@@ -194,7 +194,7 @@ ReaderRecvFrame(r) ==
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ UNCHANGED <<wpc, sent, kind, subscribed, acked, lost, timeouts>>
 
-\* message_queue.py: MessageQueue._recv_pending raises RingTimeoutError while
+\* queue/local_reader.py: _take_frame raises RingTimeoutError while
 \* the payload frame has not arrived (self._pending is kept); the caller may call dequeue again.
 ReaderTimeout(r) ==
     /\ r \in LocalReaders
@@ -207,7 +207,7 @@ ReaderTimeout(r) ==
     /\ UNCHANGED <<wpc, sent, kind, released, sockQ, subscribed, acked,
                    delivered, lost>>
 
-\* message_queue.py: MessageQueue.dequeue after a timeout ("remember"):
+\* queue/local_reader.py: dequeue after a timeout ("remember"):
 \* the retry goes straight back to the pending frame.
 ReaderResume(r) ==
     /\ rpc[r] = "idle"
@@ -216,7 +216,7 @@ ReaderResume(r) ==
     /\ UNCHANGED <<wpc, sent, kind, released, sockQ, subscribed, acked, pending,
                    delivered, lost, timeouts>>
 
-\* message_queue.py: MessageQueue._dequeue_remote and _ack: receive the
+\* queue/remote_reader.py: dequeue (verify, consume, ack): receive the
 \* next frame, verify it, acknowledge it (returns one credit).
 RemoteRecvFrame(r) ==
     /\ r \in RemoteReaders
