@@ -296,10 +296,12 @@ def check_copy_runs(tree: Path, files: list[str]) -> str | None:
 
 
 def first_failure(out: str) -> str | None:
+    """The first failing test id of pytest's short summary (``-rfE``); an error in a
+    test's setup or teardown (``ERROR``) is marked as such."""
     for line in out.splitlines():
         m = _SUMMARY.match(line)
         if m:
-            return m.group(2)
+            return m.group(2) + (" (error)" if m.group(1) == "ERROR" else "")
     return None
 
 
@@ -393,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at a time (default 1)")
     ap.add_argument("-v", "--verbose", action="store_true", help="progress lines on stderr")
+    ap.add_argument("--show", action="store_true",
+                    help="after the table, the end of every mutant's pytest output (why it failed)")
     ap.add_argument("--catalog", type=Path, default=CATALOG, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -439,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.monotonic() - start
     print_table(outcomes, total)
     bad = [o for o in outcomes if not o.ok]
-    for o in bad:
+    for o in outcomes if args.show else bad:
         name = "baseline" if o.mutant is None else o.mutant.name
         tail = "\n".join(o.log.rstrip().splitlines()[-40:])
         print(f"\n--- {name}: {o.caught_by}; last lines of its output ---\n{tail}")
