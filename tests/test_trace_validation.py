@@ -10,6 +10,7 @@ not be accepted.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import threading
@@ -177,4 +178,24 @@ def test_a_tampered_trace_is_rejected(tmp_path: Path) -> None:
     )
     replayed, out = check_trace(tmp_path, tampered, 2, 2, aborts, raises)
     assert not replayed, "TLC accepted a trace that publishes before clearing the flags"
+    assert re.search(r"\d+ distinct states found", out)
+
+
+@needs_java
+def test_a_trace_with_the_old_poll_order_is_rejected(tmp_path: Path) -> None:
+    """A reader that loads ``written`` before its own flag (review finding a) is not
+    a behavior: the spec's reader loads its flag first."""
+    events, aborts, raises = record_run(2, 2)
+    first = next(
+        i
+        for i, (e, f) in enumerate(itertools.pairwise(events))
+        if e.action == "ReaderPollReadFlag"
+        and f.action == "ReaderPollWritten"
+        and e.actor == f.actor
+    )
+    tampered = list(events)
+    # loads change no flag byte, so the recorded bytes stay consistent
+    tampered[first], tampered[first + 1] = events[first + 1], events[first]
+    replayed, out = check_trace(tmp_path, tampered, 2, 2, aborts, raises)
+    assert not replayed, "TLC accepted a reader that loads written before its own flag"
     assert re.search(r"\d+ distinct states found", out)
