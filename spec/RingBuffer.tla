@@ -1,8 +1,9 @@
 ----------------------------- MODULE RingBuffer -----------------------------
 (***************************************************************************)
 (* The shared-memory broadcast ring of vLLM's shm_broadcast.py, as         *)
-(* implemented in src/verifiedring/ring.py, under sequentially consistent  *)
-(* memory.  One writer, NReaders readers, NChunks chunks.                  *)
+(* implemented in src/verifiedring/ring.py and cursors.py, under           *)
+(* sequentially consistent memory.  One writer, NReaders readers,          *)
+(* NChunks chunks.                                                         *)
 (*                                                                         *)
 (* Shared segment, per chunk c:                                            *)
 (*   written[c]      the `written` byte                                    *)
@@ -102,14 +103,14 @@ WriterFilling(c) == wpc = "fill" /\ windex = c
 -----------------------------------------------------------------------------
 (*************************************** writer ****************************)
 
-\* ring.py: WriterCursor._poll_free (WriterPollWritten): load written[windex].
+\* cursors.py: WriterCursor._poll_free (WriterPollWritten): load written[windex].
 \* 0: the chunk is free (then FW1).  1: go on to the read flags.
 WriterPollWritten ==
     /\ wpc = "poll"
     /\ wpc' = IF written[windex] = 0 THEN "clear" ELSE "pollflag"
     /\ UNCHANGED <<shared, windex, wflag, sent, aborts, rvars>>
 
-\* ring.py: WriterCursor._poll_free (WriterPollReadFlag): load read flag
+\* cursors.py: WriterCursor._poll_free (WriterPollReadFlag): load read flag
 \* wflag of chunk windex, flags in order 0..NReaders-1.  A 0 fails the poll
 \* (the next poll starts again at WriterPollWritten); the last flag 1 means
 \* the chunk is free (then FW1).
@@ -122,14 +123,14 @@ WriterPollReadFlag ==
          ELSE wpc' = "pollflag" /\ wflag' = wflag + 1
     /\ UNCHANGED <<shared, windex, sent, aborts, rvars>>
 
-\* ring.py: WriterCursor.__enter__ (WriterClearWritten); then FW2.
+\* cursors.py: WriterCursor.__enter__ (WriterClearWritten); then FW2.
 WriterClearWritten ==
     /\ wpc = "clear"
     /\ written' = [written EXCEPT ![windex] = 0]
     /\ wpc' = "fill"
     /\ UNCHANGED <<readFlag, payload, windex, wflag, sent, aborts, rvars>>
 
-\* ring.py: WriterCursor.__enter__ yields the chunk; the caller's stores
+\* cursors.py: WriterCursor.__enter__ yields the chunk; the caller's stores
 \* (WriterFillPayload) complete normally; then FW3 in WriterCursor.__exit__.
 WriterFillPayload ==
     /\ wpc = "fill"
@@ -137,7 +138,7 @@ WriterFillPayload ==
     /\ wpc' = "flags"
     /\ UNCHANGED <<written, readFlag, windex, wflag, sent, aborts, rvars>>
 
-\* ring.py: WriterCursor.__exit__ with an exception (WriterAbort).  The
+\* cursors.py: WriterCursor.__exit__ with an exception (WriterAbort).  The
 \* caller raised part-way through its stores: the chunk holds a partial
 \* payload, stays unpublished, no flag is touched, windex does not advance,
 \* the message is not sent; the next message reuses this chunk.
@@ -149,7 +150,7 @@ WriterAbort ==
     /\ wpc' = "poll"
     /\ UNCHANGED <<written, readFlag, windex, wflag, sent, rvars>>
 
-\* ring.py: WriterCursor.__exit__ (WriterClearReadFlag): store read flag
+\* cursors.py: WriterCursor.__exit__ (WriterClearReadFlag): store read flag
 \* wflag = 0, one single-byte store per reader, in order 0..NReaders-1;
 \* then FW4.
 WriterClearReadFlag ==
@@ -160,7 +161,7 @@ WriterClearReadFlag ==
          ELSE wpc' = "flags" /\ wflag' = wflag + 1
     /\ UNCHANGED <<written, payload, windex, sent, aborts, rvars>>
 
-\* ring.py: WriterCursor.__exit__ (WriterPublish): store written = 1, advance.
+\* cursors.py: WriterCursor.__exit__ (WriterPublish): store written = 1, advance.
 WriterPublish ==
     /\ wpc = "publish"
     /\ written' = [written EXCEPT ![windex] = 1]
@@ -172,7 +173,7 @@ WriterPublish ==
 -----------------------------------------------------------------------------
 (*************************************** readers ***************************)
 
-\* ring.py: ReaderCursor._poll_ready (ReaderPollReadFlag): load the reader's
+\* cursors.py: ReaderCursor.poll (ReaderPollReadFlag): load the reader's
 \* own read flag of chunk rindex[r].  1: the poll fails (a stutter).  0: FR0,
 \* then ReaderPollWritten.  An index outside the flag bytes raises IndexError
 \* in the code (the reader process dies): modeled as rpc = "fault".
@@ -186,7 +187,7 @@ ReaderPollReadFlag(r) ==
          ELSE UNCHANGED rpc                      \* the poll fails: same state
     /\ UNCHANGED <<shared, wvars, rindex, delivered, raises>>
 
-\* ring.py: ReaderCursor._poll_ready (ReaderPollWritten): load written of
+\* cursors.py: ReaderCursor.poll (ReaderPollWritten): load written of
 \* chunk rindex[r].  0: the poll fails; the next poll starts again at
 \* ReaderPollReadFlag.  1: FR1, then the caller reads.
 ReaderPollWritten(r) ==
@@ -195,7 +196,7 @@ ReaderPollWritten(r) ==
     /\ rpc' = [rpc EXCEPT ![r] = IF written[c] = 1 THEN "read" ELSE "poll"]
     /\ UNCHANGED <<shared, wvars, rindex, delivered, raises>>
 
-\* ring.py: ReaderCursor.__enter__ yields the chunk; the caller's loads
+\* cursors.py: ReaderCursor.__enter__ yields the chunk; the caller's loads
 \* (ReaderReadPayload).  The caller may raise after loading (bounded).
 ReaderReadPayload(r) ==
     LET c == rindex[r]
@@ -210,7 +211,7 @@ ReaderReadPayload(r) ==
           /\ rpc' = [rpc EXCEPT ![r] = "raised"]
     /\ UNCHANGED <<shared, wvars, rindex>>
 
-\* ring.py: ReaderCursor.__exit__ (ReaderRelease), after FR2; runs also when
+\* cursors.py: ReaderCursor.__exit__ (ReaderRelease), after FR2; runs also when
 \* the caller raised.
 ReaderRelease(r) ==
     LET c == rindex[r] IN
