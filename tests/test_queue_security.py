@@ -1,4 +1,4 @@
-"""MessageQueue security: authenticated remote frames, no wildcard binds, private files."""
+"""MessageQueue security: CURVE on the remote channel, no wildcard binds, private files."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import dataclasses
 import os
 import pickle
 import stat
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import zmq
 
-from verifiedring import MessageQueue, RingTimeoutError
-from verifiedring.queue.sockets import Signer, new_key
+from verifiedring import MessageQueue, MisuseError, RingTimeoutError
 from verifiedring.queue.wire import HEADER, OVERFLOW, READY, control_header
 from verifiedring.shm import SHM_DIR
 
@@ -54,75 +54,137 @@ def remote_pair() -> Iterator[tuple[MessageQueue, MessageQueue]]:
     w.close()
 
 
-def test_forged_and_tampered_frames_are_dropped_unread(
+def _outsider(kind: int, addr: str, **curve: bytes) -> tuple[zmq.Context[Any], zmq.Socket[Any]]:
+    """A socket of a process that does not hold the Handle (optionally with made-up keys)."""
+    ctx: zmq.Context[Any] = zmq.Context()
+    sock = ctx.socket(kind)
+    for opt, value in curve.items():
+        sock.setsockopt(getattr(zmq, opt.upper()), value)
+    if kind == zmq.SUB:
+        sock.setsockopt(zmq.SUBSCRIBE, b"")
+    sock.connect(addr)
+    return ctx, sock
+
+
+def _made_up_client(server_public: bytes) -> dict[str, bytes]:
+    public, secret = zmq.curve_keypair()
+    return {"curve_serverkey": server_public, "curve_publickey": public, "curve_secretkey": secret}
+
+
+def test_outsiders_cannot_subscribe_read_or_delay_the_writer(
     remote_pair: tuple[MessageQueue, MessageQueue],
 ) -> None:
+    """Without the Handle's client key -- plaintext, or CURVE with made-up keys -- a
+    subscriber never completes the handshake: it reads nothing, and a subscriber that
+    never reads cannot hold up an enqueue (the writer has no pipe to it)."""
     w, r = remote_pair
-    sock = w._remote_sock
-    assert sock is not None
-    # forged: signed with a key the attacker made up
-    parts = data_parts(Evil("forged"), 0)
-    sock.send_multipart([Signer(new_key()).sign(parts), *parts])
-    # tampered: a genuine MAC over a benign object, payload swapped for Evil
-    genuine = Signer(w.export_handle().hmac_key)
-    benign = data_parts("benign", 0)
-    evil = data_parts(Evil("tampered"), 0)
-    sock.send_multipart([genuine.sign(benign), evil[0], evil[1]])
-    # truncated: no MAC at all
-    sock.send_multipart(evil)
-    with pytest.raises(RingTimeoutError):
-        r.dequeue(timeout=0.5)
-    assert r.rejected_frames == 3
-    assert UNPICKLED == []
-    # the queue is still usable and in sequence
-    w.enqueue({"real": 1}, timeout=T)
-    assert r.dequeue(T) == {"real": 1}
-    assert UNPICKLED == []
+    h = w.export_handle()
+    assert h.remote_subscribe_addr is not None and h.curve is not None
+    outsiders = [
+        _outsider(zmq.SUB, h.remote_subscribe_addr),
+        _outsider(zmq.SUB, h.remote_subscribe_addr, **_made_up_client(h.curve.server_public)),
+    ]
+    try:
+        time.sleep(0.3)  # let them try their handshakes
+        payload = b"secret-" * 20_000  # far more than any pipe holds unread
+        for i in range(30):
+            w.enqueue((i, payload), timeout=1.0)  # never delayed by an outsider
+            assert r.dequeue(T) == (i, payload)
+        for _, sock in outsiders:
+            assert not sock.poll(300), "an outsider received a frame"
+    finally:
+        for ctx, sock in outsiders:
+            sock.close(linger=0)
+            ctx.term()
 
 
-def test_reader_attached_to_an_impostor_never_unpickles() -> None:
-    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
-        handle = w.export_handle()
-        ctx = zmq.Context()
-        impostor = ctx.socket(zmq.XPUB)
-        impostor.bind(f"tcp://{LOOPBACK}:0")
-        addr = impostor.getsockopt(zmq.LAST_ENDPOINT).decode()
-        fake = dataclasses.replace(handle, remote_subscribe_addr=addr)
-        UNPICKLED.clear()
-        with MessageQueue.create_from_handle(fake, 1) as r:
-            assert impostor.poll(int(T * 1000))  # the reader's subscription arrived
-            wrong = Signer(new_key())
-            ready = [control_header(READY, 0)]
-            impostor.send_multipart([wrong.sign(ready), *ready])
-            parts = data_parts(Evil("impostor"), 0)
-            impostor.send_multipart([wrong.sign(parts), *parts])
-            with pytest.raises(RingTimeoutError, match="READY"):
-                r.wait_until_ready(timeout=0.5)
-            assert r.rejected_frames >= 1
-        impostor.close(linger=0)
-        ctx.term()
-    assert UNPICKLED == []
+def test_outsiders_cannot_acknowledge(remote_pair: tuple[MessageQueue, MessageQueue]) -> None:
+    """A forged ack (plaintext or made-up keys) never reaches the writer's flow control."""
+    w, r = remote_pair
+    h = w.export_handle()
+    assert h.remote_ack_addr is not None and h.curve is not None
+    window = h.remote_window
+    outsiders = [
+        _outsider(zmq.PUSH, h.remote_ack_addr),
+        _outsider(zmq.PUSH, h.remote_ack_addr, **_made_up_client(h.curve.server_public)),
+    ]
+    try:
+        body = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
+        for _, sock in outsiders:
+            sock.send(body, zmq.NOBLOCK) if sock.poll(0, zmq.POLLOUT) else None
+        time.sleep(0.3)
+        for i in range(window):
+            w.enqueue(i, timeout=T)
+        with pytest.raises(RingTimeoutError, match=r"\{1: 0\}"):
+            w.enqueue(window, timeout=0.3)  # the forged count opened nothing
+        assert [r.dequeue(T) for _ in range(window)] == list(range(window))
+    finally:
+        for ctx, sock in outsiders:
+            sock.close(linger=0)
+            ctx.term()
 
 
-def test_forged_acknowledgement_does_not_open_the_window() -> None:
+def test_a_key_holder_sending_junk_acks_is_counted_and_ignored() -> None:
+    """Malformed acknowledgements (wrong size, unknown rank, a count beyond what was
+    sent, several frames) are dropped, counted, and logged rate-limited."""
     with MessageQueue(1, 0, connect_ip=LOOPBACK, remote_window=4) as w:
         h = w.export_handle()
+        assert h.remote_ack_addr is not None and h.curve is not None
         with MessageQueue.create_from_handle(h, 1) as r:
             w.wait_until_ready(T)
             r.wait_until_ready(T)
-            ctx = zmq.Context()
-            push = ctx.socket(zmq.PUSH)
-            push.connect(h.remote_ack_addr)
-            body = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
-            push.send_multipart([Signer(new_key()).sign([body]), body])
-            for i in range(4):
-                w.enqueue(i, timeout=T)
-            with pytest.raises(RingTimeoutError, match=r"\{1: 0\}"):
-                w.enqueue(4, timeout=0.5)
-            assert w.rejected_frames == 1
-            assert [r.dequeue(T) for _ in range(4)] == [0, 1, 2, 3]
-            push.close(linger=0)
-            ctx.term()
+            ctx, push = _outsider(
+                zmq.PUSH, h.remote_ack_addr, curve_serverkey=h.curve.server_public,
+                curve_publickey=h.curve.client_public, curve_secretkey=h.curve.client_secret,
+            )
+            try:
+                junk = [
+                    [b"x"], [(7).to_bytes(4, "little") + (1).to_bytes(8, "little")],
+                    [(1).to_bytes(4, "little") + (99).to_bytes(8, "little")], [b"a", b"b"],
+                ]
+                for parts in junk:
+                    push.send_multipart(parts)
+                for i in range(4):
+                    w.enqueue(i, timeout=T)
+                with pytest.raises(RingTimeoutError, match=r"\{1: 0\}"):
+                    w.enqueue(4, timeout=0.5)
+                assert w.rejected_frames == len(junk)
+                assert [r.dequeue(T) for _ in range(4)] == [0, 1, 2, 3]
+                w.enqueue(4, timeout=T)  # the real ack opened the window
+                assert r.dequeue(T) == 4
+            finally:
+                push.close(linger=0)
+                ctx.term()
+
+
+def test_reader_attached_to_an_impostor_never_unpickles() -> None:
+    """An impostor writer (plaintext, or CURVE with its own keys) at the handle's address:
+    the reader completes no handshake, so it never receives, let alone unpickles."""
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        handle = w.export_handle()
+        for curve in (False, True):
+            ctx: zmq.Context[Any] = zmq.Context()
+            impostor = ctx.socket(zmq.XPUB)
+            if curve:
+                impostor.curve_server = True
+                impostor.curve_secretkey = zmq.curve_keypair()[1]
+            impostor.bind(f"tcp://{LOOPBACK}:0")
+            addr = impostor.getsockopt(zmq.LAST_ENDPOINT).decode()
+            fake = dataclasses.replace(handle, remote_subscribe_addr=addr)
+            UNPICKLED.clear()
+            try:
+                with MessageQueue.create_from_handle(fake, 1) as r:
+                    deadline = time.monotonic() + 0.5
+                    while time.monotonic() < deadline:  # whatever it can, it sends
+                        impostor.send_multipart([control_header(READY, 0)])
+                        impostor.send_multipart(data_parts(Evil("impostor"), 0))
+                        time.sleep(0.05)
+                    with pytest.raises(RingTimeoutError, match="READY"):
+                        r.wait_until_ready(timeout=0.3)
+            finally:
+                impostor.close(linger=0)
+                ctx.term()
+    assert UNPICKLED == []
 
 
 def _listening(port: int) -> list[str]:
@@ -163,3 +225,14 @@ def test_endpoints_are_not_wildcards_and_files_are_private() -> None:
         for shown in (repr(h), str(h)):
             for form in (repr(key), key.hex(), str(key)):
                 assert form not in shown
+
+
+@pytest.mark.parametrize(
+    "ip", ["", "*", "0", "0.0", "0.0.0.0", "::", "::0", "0000::0000", "0:0:0:0:0:0:0:0"]
+)
+def test_unspecified_addresses_are_refused(ip: str) -> None:
+    with pytest.raises(MisuseError, match="connect_ip") as info:
+        MessageQueue(2, 1, connect_ip=ip)
+    assert repr(ip) in str(info.value)
+    with MessageQueue(2, 1, connect_ip=LOOPBACK) as q:  # nothing was left half-built
+        assert q.export_handle().remote_subscribe_addr is not None

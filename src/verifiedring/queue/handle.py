@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..errors import MisuseError
 from ..ring import RingHandle
+from .curve import CurveKeys
 from .sockets import Signer
 
 
@@ -25,6 +26,8 @@ class Handle:
     #: Binds ``buffer_handle`` (name and geometry) to the key: a handle whose ring
     #: geometry was altered, even to the same total size, is refused at attach.
     ring_tag: bytes = field(default=b"", repr=False)
+    #: The remote channel's CURVE keys (``None`` without remote readers).
+    curve: CurveKeys | None = field(default=None, repr=False)
 
 
 def ring_tag(signer: Signer, ring: RingHandle) -> bytes:

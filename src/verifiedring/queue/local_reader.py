@@ -35,6 +35,7 @@ from ..waiting import FOREVER, Deadline, StallLog, wait_for
 from . import wire
 from .handle import Handle, ring_tag
 from .reader import QueueReader
+from .sockets import pending_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
 SLICE = 0.2
@@ -76,7 +77,7 @@ class LocalReader(QueueReader):
         self._ring = ShmRingBuffer.attach(bh)
         try:
             self._cursor: ReaderCursor = self._ring.reader(self.local_reader_ranks.index(rank))
-            self._sock = self._subscribe(handle.local_subscribe_addr, bh.max_chunks + 1)
+            self._sock = self._subscribe(handle.local_subscribe_addr, bh.max_chunks + 1, None)
         except BaseException:
             self._ring.close()
             raise
@@ -143,8 +144,7 @@ class LocalReader(QueueReader):
         if now >= self._socket_check_at:
             self._socket_check_at = now + SLICE
             sock = self._sock
-            while sock.poll(0):
-                frames = sock.recv_multipart(copy=False)
+            while (frames := pending_frames(sock)) is not None:
                 kind, seq = self._parse_header(frames[0])[:2]
                 if kind == wire.SHUTDOWN:
                     self._saw_shutdown(seq)

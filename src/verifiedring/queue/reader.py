@@ -10,6 +10,7 @@ import zmq
 from ..errors import BrokenPeerError, ClosedError, DecodeError, MisuseError, RingTimeoutError
 from ..waiting import Deadline
 from . import wire
+from .curve import CurveKeys
 from .handle import Handle
 from .message_queue import MessageQueue
 from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
@@ -35,21 +36,21 @@ class QueueReader(MessageQueue):
     def _who(self) -> str:
         return f"{self.channel} reader rank {self.rank} (pid {os.getpid()})"
 
-    def _subscribe(self, address: str, window: int) -> zmq.Socket[Any]:
+    def _subscribe(
+        self, address: str, window: int, curve: CurveKeys | None
+    ) -> zmq.Socket[Any]:
         """A socket receiving the writer's frames on ``address``, ``window`` of them
-        outstanding at most; the writer learns this reader's rank from it."""
+        outstanding at most (over CURVE with ``curve``); the writer learns this
+        reader's rank from it."""
         # spec: ReaderSubscribe
         return subscriber(
-            self._ctx, address, hwm_for_window(window), hello_topic(self._signer, self.rank)
+            self._ctx, address, hwm_for_window(window), hello_topic(self._signer, self.rank),
+            curve,
         )
 
     def _socket(self) -> zmq.Socket[Any]:
         """The socket READY and SHUTDOWN arrive on."""
         raise NotImplementedError
-
-    def _header(self, frames: list[zmq.Frame]) -> tuple[int, int, int, int] | None:
-        """The header of a received message, or ``None`` if it must be dropped unread."""
-        return self._parse_header(frames[0])
 
     def _parse_header(self, first: zmq.Frame) -> tuple[int, int, int, int]:
         if first.buffer.nbytes != wire.HEADER_BYTES:
@@ -77,9 +78,9 @@ class QueueReader(MessageQueue):
             return
         deadline = Deadline.after(timeout)
         # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
-        header = None
-        while header is None:  # unauthenticated frames are dropped (and counted)
-            header = self._header(self._recv(self._socket(), deadline, "READY from the writer"))
+        header = self._parse_header(
+            self._recv(self._socket(), deadline, "READY from the writer")[0]
+        )
         if header[0] != wire.READY:
             raise BrokenPeerError(
                 f"{self._who()}: expected READY as the first message, got "

@@ -26,18 +26,17 @@ class RemoteReader(QueueReader):
 
     def __init__(self, handle: Handle, rank: int) -> None:
         super().__init__(handle, rank)
-        if handle.remote_subscribe_addr is None or handle.remote_ack_addr is None:
+        curve = handle.curve
+        if handle.remote_subscribe_addr is None or handle.remote_ack_addr is None or curve is None:
             raise MisuseError(
                 f"rank {rank} is not in local_reader_ranks {list(self.local_reader_ranks)} "
                 "and the queue has no remote readers (n_reader == n_local_reader)"
             )
         self._ack_interval = ack_interval(handle.remote_window)
         self._acks_sent = 0
-        #: Frames that failed authentication and were dropped unread.
-        self.rejected_frames = 0
-        self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window)
+        self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window, curve)
         try:
-            self._ack_sock = ack_push(self._ctx, handle.remote_ack_addr)
+            self._ack_sock = ack_push(self._ctx, handle.remote_ack_addr, curve)
         except BaseException:
             self._sock.close(linger=0)
             raise
@@ -46,45 +45,27 @@ class RemoteReader(QueueReader):
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
 
-    def _header(self, frames: list[zmq.Frame]) -> tuple[int, int, int, int] | None:
-        """The header of a frame whose MAC verifies -- checked before anything is
-        unpickled; otherwise ``None``, after counting and logging the drop."""
-        parts = [f.buffer for f in frames[1:]]
-        if len(frames) < 2 or not self._signer.verify(frames[0].buffer, parts):
-            self.rejected_frames += 1
-            n = self.rejected_frames
-            if n in (1, 10, 100, 1000) or n % 10000 == 0:
-                logger.warning(
-                    "%s dropped %d remote frame(s) that failed verification", self._who(), n
-                )
-            return None
-        return self._parse_header(frames[1])
-
     def dequeue(self, timeout: float | None = None) -> Any:
         """The next object, in the writer's order (see :meth:`LocalReader.dequeue`)."""
         if self._refusal is not None:
             self._refuse()
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
-        while True:
-            frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the "
-                                "remote socket")
-            header = self._header(frames)
-            if header is None:
-                continue
-            # spec: RemoteRecvFrame -- verify, consume, acknowledge (returns credit), decode
-            kind, seq = header[0], header[1]
-            if kind == wire.SHUTDOWN:
-                self._saw_shutdown(seq)
-            if kind != wire.OVERFLOW or seq != self._seq:
-                raise self._out_of_order("remote socket", kind, seq)
-            self._seq = count = seq + 1
-            if count - self._acks_sent >= self._ack_interval:
-                self._ack_sock.send_multipart(ack_message(self._signer, self.rank, count))
-                self._acks_sent = count
-            try:
-                return wire.load_frame(seq, [f.buffer for f in frames[1:]])
-            except DecodeError as exc:
-                raise self._named(exc) from exc.cause
+        frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
+        header = self._parse_header(frames[0])
+        # spec: RemoteRecvFrame -- consume, acknowledge (returns credit), decode
+        kind, seq = header[0], header[1]
+        if kind == wire.SHUTDOWN:
+            self._saw_shutdown(seq)
+        if kind != wire.OVERFLOW or seq != self._seq:
+            raise self._out_of_order("remote socket", kind, seq)
+        self._seq = count = seq + 1
+        if count - self._acks_sent >= self._ack_interval:
+            self._ack_sock.send(ack_message(self.rank, count))
+            self._acks_sent = count
+        try:
+            return wire.load_frame(seq, [f.buffer for f in frames])
+        except DecodeError as exc:
+            raise self._named(exc) from exc.cause
 
     def _release(self) -> None:
         self._sock.close(linger=0)

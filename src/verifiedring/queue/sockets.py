@@ -2,11 +2,13 @@
 
 The bytes inside the frames are :mod:`.wire`'s.
 
-Authentication
---------------
-A remote frame is ``[mac, *parts]``: ``mac`` is HMAC-SHA256 over the parts
-(each prefixed by its length, so parts cannot be re-split), keyed with the
-queue's random key, and verified before anything is unpickled.
+Security
+--------
+The TCP sockets speak CurveZMQ (:mod:`.curve`): only Handle holders connect,
+and every frame is encrypted and authenticated. The ipc socket lives in a
+private 0700 directory. A reader's hello topic carries an HMAC-SHA256 tag
+(:class:`Signer`, keyed with the queue's random key) so the writer counts only
+this queue's readers at the handshake.
 
 Sockets
 -------
@@ -50,6 +52,7 @@ import zmq
 from ..errors import BrokenPeerError, MisuseError
 from ..leftovers import ipc_directory
 from ..waiting import Deadline, StallLog, wait_readable
+from .curve import CurveKeys, ServerKeys, connect_as_reader, serve
 from .wire import CONTROL_MESSAGES, LENGTH
 
 #: The longest an XPUB send may block (it never should: see High-water marks).
@@ -110,8 +113,8 @@ def parse_hello(signer: Signer, topic: bytes) -> int | None:
 def announced_ranks(xpub: zmq.Socket[Any], signer: Signer) -> Iterator[int]:
     """The ranks announced by valid hellos among the subscriptions queued on ``xpub``
     (unsubscribes, the catch-all subscription and forged hellos are skipped)."""
-    while xpub.poll(0):
-        msg = xpub.recv()
+    while (frames := pending_frames(xpub)) is not None:
+        msg = frames[0].bytes
         if msg and msg[0] == 1:
             rank = parse_hello(signer, msg[1:])
             if rank is not None:
@@ -185,22 +188,35 @@ def send_frames(sock: zmq.Socket[Any], parts: list[Any], what: str, who: str) ->
         ) from None
 
 
+def pending_frames(sock: zmq.Socket[Any]) -> list[zmq.Frame] | None:
+    """The next multipart message if one is queued, else ``None`` -- never blocks (a
+    poll may report a socket readable for a heartbeat command alone)."""
+    try:
+        return sock.recv_multipart(zmq.NOBLOCK, copy=False)
+    except zmq.Again:
+        return None
+
+
 def recv_frames(
     sock: zmq.Socket[Any], deadline: Deadline, describe: Callable[[], str],
     on_timeout: Callable[[float], Exception], log_interval: float,
 ) -> list[zmq.Frame]:
     """The next multipart message on ``sock``, waiting until ``deadline`` at most."""
-    try:
-        return sock.recv_multipart(zmq.NOBLOCK, copy=False)
-    except zmq.Again:
-        pass
+    frames = pending_frames(sock)
+    if frames is not None:
+        return frames
+    got: list[list[zmq.Frame]] = []
+
     def readable(ms: int) -> bool:
-        return bool(sock.poll(ms))
+        if sock.poll(ms):
+            frames = pending_frames(sock)
+            if frames is not None:
+                got.append(frames)
+                return True
+        return False
 
     wait_readable(readable, deadline, StallLog(describe, log_interval), on_timeout)
-    return sock.recv_multipart(copy=False)
-
-
+    return got[0]
 class LocalEndpoint:
     """An XPUB bound on an ipc path inside a fresh 0700 directory."""
 
@@ -225,29 +241,38 @@ class LocalEndpoint:
         self.remove_directory()
 
 
-def remote_xpub(ctx: zmq.Context[Any], ip: str, hwm: int) -> tuple[zmq.Socket[Any], str]:
+def remote_xpub(
+    ctx: zmq.Context[Any], ip: str, hwm: int, keys: ServerKeys
+) -> tuple[zmq.Socket[Any], str]:
     sock = _xpub(ctx, hwm)
     try:
+        serve(sock, keys)
         return sock, bind_tcp(sock, ip)
     except BaseException:
         sock.close(linger=0)
         raise
 
 
-def ack_pull(ctx: zmq.Context[Any], ip: str) -> tuple[zmq.Socket[Any], str]:
+def ack_pull(ctx: zmq.Context[Any], ip: str, keys: ServerKeys) -> tuple[zmq.Socket[Any], str]:
     sock: zmq.Socket[Any] = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, 0)  # acks are bounded by the protocol (one per interval)
     try:
+        serve(sock, keys)
         return sock, bind_tcp(sock, ip)
     except BaseException:
         sock.close(linger=0)
         raise
 
 
-def subscriber(ctx: zmq.Context[Any], address: str, hwm: int, hello: bytes) -> zmq.Socket[Any]:
-    """A SUB on ``address`` receiving everything, then announcing ``hello``."""
+def subscriber(
+    ctx: zmq.Context[Any], address: str, hwm: int, hello: bytes, curve: CurveKeys | None
+) -> zmq.Socket[Any]:
+    """A SUB on ``address`` receiving everything, then announcing ``hello``; a CURVE
+    client of the writer when ``curve`` is given."""
     sock: zmq.Socket[Any] = ctx.socket(zmq.SUB)
     sock.setsockopt(zmq.RCVHWM, hwm)
+    if curve is not None:
+        connect_as_reader(sock, curve)
     if address.startswith("tcp://[") and ":" in address:
         sock.setsockopt(zmq.IPV6, 1)
     sock.setsockopt(zmq.SUBSCRIBE, b"")
@@ -256,9 +281,10 @@ def subscriber(ctx: zmq.Context[Any], address: str, hwm: int, hello: bytes) -> z
     return sock
 
 
-def ack_push(ctx: zmq.Context[Any], address: str) -> zmq.Socket[Any]:
+def ack_push(ctx: zmq.Context[Any], address: str, curve: CurveKeys) -> zmq.Socket[Any]:
     sock: zmq.Socket[Any] = ctx.socket(zmq.PUSH)
     sock.setsockopt(zmq.SNDHWM, 0)  # bounded by the protocol; a PUSH never drops
+    connect_as_reader(sock, curve)
     if address.startswith("tcp://["):
         sock.setsockopt(zmq.IPV6, 1)
     sock.connect(address)

@@ -15,6 +15,7 @@ from ..shm import check_room
 from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
 from .credit import RemoteCredit
+from .curve import GATE, ServerKeys, new_keys
 from .handle import Handle, check_counts, ring_tag
 from .message_queue import MessageQueue
 from .serialization import Serializer
@@ -93,6 +94,7 @@ class QueueWriter(MessageQueue):
         self._remote_addr: str | None = None
         self._ack_addr: str | None = None
         self._credit: RemoteCredit | None = None
+        self._curve: ServerKeys | None = None
         self._open((MisuseError, "call wait_until_ready() before enqueue()"))
         try:
             if n_local_reader:
@@ -101,11 +103,13 @@ class QueueWriter(MessageQueue):
                 self._local = LocalEndpoint(self._ctx, hwm_for_window(max_chunks + 1))
             if n_remote:
                 ip = connect_ip or ""
+                self._curve = keys = new_keys()
+                GATE.admit(self._ctx, keys)
                 self._remote_sock, self._remote_addr = remote_xpub(
-                    self._ctx, ip, hwm_for_window(remote_window)
+                    self._ctx, ip, hwm_for_window(remote_window), keys
                 )
-                ack_sock, self._ack_addr = ack_pull(self._ctx, ip)
-                self._credit = RemoteCredit(ack_sock, self._signer, remote_window)
+                ack_sock, self._ack_addr = ack_pull(self._ctx, ip, keys)
+                self._credit = RemoteCredit(ack_sock, remote_window)
         except BaseException:
             self._release()
             raise
@@ -113,7 +117,7 @@ class QueueWriter(MessageQueue):
 
     @property
     def rejected_frames(self) -> int:
-        """Acknowledgements dropped unread because they failed authentication."""
+        """Malformed acknowledgements dropped unread."""
         return 0 if self._credit is None else self._credit.rejected
 
     def _who(self) -> str:
@@ -133,6 +137,7 @@ class QueueWriter(MessageQueue):
             remote_window=self.remote_window,
             hmac_key=self._key,
             ring_tag=b"" if ring is None else ring_tag(self._signer, ring),
+            curve=None if self._curve is None else self._curve.reader,
         )
 
     # --- the handshake -------------------------------------------------------
@@ -258,8 +263,7 @@ class QueueWriter(MessageQueue):
             what = remote_what
             if remote is not None and self._remote_sock is not None:
                 # spec: WriterSendRemoteFrame (credit reserved before the chunk)
-                signed = [self._signer.sign(remote), *remote]
-                send_frames(self._remote_sock, signed, remote_what, self._who())
+                send_frames(self._remote_sock, remote, remote_what, self._who())
         except BrokenPeerError as exc:
             self._refusal = (BrokenPeerError, f"broken since sending {what} failed: {exc}")
             raise
@@ -293,6 +297,8 @@ class QueueWriter(MessageQueue):
             self._remote_sock.close(linger=linger)
         if self._credit is not None:
             self._credit.close()
+        if self._curve is not None:
+            GATE.revoke(self._curve)
         if self._local is not None:
             self._local.close(linger)
         if self._ring is not None:

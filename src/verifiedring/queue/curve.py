@@ -1,0 +1,124 @@
+"""The remote channel's security: CurveZMQ, with a ZAP gate that admits Handle holders.
+
+Each queue makes, at construction, a server key pair (kept by the writer) and a
+client key pair; the Handle carries the server's public key and the client pair,
+so only a process that holds the Handle can complete the CURVE handshake with
+the writer's two TCP sockets (the XPUB and the acknowledgement PULL). CURVE
+encrypts and authenticates every frame with per-connection session keys, so an
+outsider on the port can neither subscribe (and so never holds up a send), nor
+read, inject or replay a frame; a reader pointed at an impostor never completes
+a handshake. Keys are never logged and never in a repr.
+
+libzmq admits every CURVE client unless a ZAP handler says otherwise; one
+handler (pyzmq's :class:`zmq.auth.thread.ThreadAuthenticator`) serves the
+process's context, and each writer registers its own ZAP domain with the one
+client key it admits.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+import zmq.auth.thread
+
+#: Largest message a writer accepts on a TCP socket: a subscription (hello), an ack, or a
+#: CURVE handshake command (INITIATE carries metadata: a few hundred bytes).
+MAX_INBOUND_BYTES = 4096
+#: ZeroMQ heartbeats on the TCP connections: a peer silent for HEARTBEAT_TIMEOUT_MS
+#: is disconnected (and so named by whoever waits for it).
+HEARTBEAT_IVL_MS = 200
+HEARTBEAT_TIMEOUT_MS = 1000
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """What a remote reader needs to connect (z85 keys); never shown in a repr."""
+
+    server_public: bytes = field(repr=False)
+    client_public: bytes = field(repr=False)
+    client_secret: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ServerKeys:
+    """The writer's side: its secret key, the reader keys it admits, its ZAP domain."""
+
+    server_secret: bytes = field(repr=False)
+    reader: CurveKeys = field(repr=False)
+    domain: str
+
+
+def new_keys() -> ServerKeys:
+    """Fresh key pairs for one queue."""
+    server_public, server_secret = zmq.curve_keypair()
+    client_public, client_secret = zmq.curve_keypair()
+    return ServerKeys(
+        server_secret,
+        CurveKeys(server_public, client_public, client_secret),
+        f"vr-{secrets.token_hex(8)}",
+    )
+
+
+class _AdmitOne:
+    """A ZAP credentials provider admitting exactly one client key."""
+
+    def __init__(self, client_public: bytes) -> None:
+        self._key = client_public
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return secrets.compare_digest(key, self._key)
+
+
+class _Gate:
+    """The process's one ZAP handler (restarted in a forked child)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._auth: zmq.auth.thread.ThreadAuthenticator | None = None
+        self._pid = 0
+
+    def admit(self, ctx: zmq.Context[Any], keys: ServerKeys) -> None:
+        with self._lock:
+            if self._auth is None or self._pid != os.getpid():
+                self._auth = zmq.auth.thread.ThreadAuthenticator(ctx)
+                self._auth.start()
+                self._pid = os.getpid()
+            self._auth.configure_curve_callback(
+                keys.domain, credentials_provider=_AdmitOne(keys.reader.client_public)
+            )
+
+    def revoke(self, keys: ServerKeys) -> None:
+        with self._lock:
+            if self._auth is not None and self._pid == os.getpid():
+                self._auth.credentials_providers.pop(keys.domain, None)
+
+
+GATE = _Gate()
+
+
+def _heartbeats(sock: zmq.Socket[Any]) -> None:
+    sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+    sock.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
+
+
+def serve(sock: zmq.Socket[Any], keys: ServerKeys) -> None:
+    """Make ``sock`` (before bind) a CURVE server admitting only the queue's readers."""
+    sock.setsockopt(zmq.CURVE_SERVER, 1)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.server_secret)
+    sock.setsockopt(zmq.ZAP_DOMAIN, keys.domain.encode())
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_INBOUND_BYTES)
+    _heartbeats(sock)
+
+
+def connect_as_reader(sock: zmq.Socket[Any], keys: CurveKeys) -> None:
+    """Make ``sock`` (before connect) a CURVE client of the queue's writer."""
+    sock.setsockopt(zmq.CURVE_SERVERKEY, keys.server_public)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.client_public)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.client_secret)
+    _heartbeats(sock)
