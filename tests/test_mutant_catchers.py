@@ -5,13 +5,12 @@ differently from the right one, and asserts exact content, order and count
 (never how long anything took): a reader timing out on the ring, local ranks
 listed out of order, an overflow enqueue that times out on a full ring, a
 frame arriving while its reader waits on the ring, a handshake with a remote
-reader missing, messages out of sequence on each channel, a forged
-acknowledgement, and the sockets' high-water marks.
+reader missing, messages out of sequence on each channel, a forged hello,
+and the sockets' high-water marks.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +20,7 @@ import zmq
 from verifiedring import BrokenPeerError, MessageQueue, RingTimeoutError, ShmRingBuffer
 from verifiedring.queue import wire
 from verifiedring.queue.serialization import Serializer
-from verifiedring.queue.sockets import Signer
+from verifiedring.queue.sockets import Signer, hello_topic
 from verifiedring.ring import ReaderCursor, WriterCursor
 
 T = 10.0  # bound for a wait that must succeed
@@ -247,33 +246,27 @@ def test_remote_frame_out_of_sequence_is_refused(queues: Make) -> None:
         r.dequeue(T)
 
 
-# --- the queue: acknowledgements -----------------------------------------------------------
+# --- the queue: hellos -----------------------------------------------------------------------
 
 
-def test_forged_acknowledgement_is_not_counted(queues: Make) -> None:
-    """An acknowledgement with a MAC under another key does not open the credit window:
-    the writer still waits on the reader's real count. (Catches: hmac-skipped-acks;
-    unlike test_queue_security's test of the same rule, it closes its socket however
-    it ends, so a failure cannot hang the interpreter at exit.)"""
-    w, (r,) = queues([], 1, remote_window=4)
-    h = w.export_handle()
-    assert h.remote_ack_addr is not None
-    ctx = zmq.Context()
-    push = ctx.socket(zmq.PUSH)
-    push.setsockopt(zmq.SNDTIMEO, 2000)  # a writer that refuses the connection: no send
-    try:
-        push.connect(h.remote_ack_addr)
-        body = (100).to_bytes(4, "little") + (10**6).to_bytes(8, "little")  # rank 100
-        with contextlib.suppress(zmq.Again):
-            push.send_multipart([Signer(b"k" * 32).sign([body]), body])
-        for i in range(4):
-            w.enqueue(i, timeout=T)
-        with pytest.raises(RingTimeoutError, match=r"remote readers \{100: 0\}"):
-            w.enqueue(4, timeout=0.5)
-        assert [r.dequeue(T) for _ in range(4)] == [0, 1, 2, 3]
-    finally:
-        push.close(linger=0)
-        ctx.term()
+def test_forged_hello_does_not_count_as_a_reader() -> None:
+    """A subscription announcing local rank 1 under a tag made with another key is not
+    reader 1: the handshake still times out naming rank 1. (Catches: hmac-skipped-hello.)"""
+    with MessageQueue(2, 2, [0, 1]) as w:
+        h = w.export_handle()
+        assert h.local_subscribe_addr is not None
+        with MessageQueue.create_from_handle(h, 0):
+            ctx: zmq.Context[Any] = zmq.Context()
+            sub = ctx.socket(zmq.SUB)
+            try:
+                sub.setsockopt(zmq.SUBSCRIBE, b"")
+                sub.setsockopt(zmq.SUBSCRIBE, hello_topic(Signer(b"k" * 32), 1))
+                sub.connect(h.local_subscribe_addr)
+                with pytest.raises(RingTimeoutError, match=r"local ranks \[1\] missing"):
+                    w.wait_until_ready(timeout=1.0)
+            finally:
+                sub.close(linger=0)
+                ctx.term()
 
 
 # --- the queue: high-water marks ----------------------------------------------------------------
