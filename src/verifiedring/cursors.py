@@ -39,6 +39,7 @@ and their bounds, in ``spec/README.md``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -128,6 +129,8 @@ class WriterCursor(_Cursor):
         self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
     ) -> None:
         super().__init__(ring, observer, log_interval)
+        #: What messages call each reader (by index), e.g. its rank, pid and host.
+        self.reader_names: list[str] | None = None
         #: (reader index, its flag's position in a chunk's flag block), in reader order.
         self._positions = tuple(
             (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
@@ -143,12 +146,15 @@ class WriterCursor(_Cursor):
         """
         return self.claim(Deadline.after(timeout))
 
-    def claim(self, deadline: Deadline) -> WriterCursor:
-        """:meth:`acquire_write` with the caller's :class:`Deadline`."""
+    def claim(
+        self, deadline: Deadline, watch: Callable[[], None] | None = None
+    ) -> WriterCursor:
+        """:meth:`acquire_write` with the caller's :class:`Deadline`; ``watch`` is
+        called while it waits (it raises to end the wait: a reader has died)."""
         if self._closed or self._holding:
             self._refuse()
         if not self._poll_free():
-            wait_for(self._poll_free, deadline, self._stall_log, self._timed_out)
+            wait_for(self._poll_free, deadline, self._stall_log, self._timed_out, watch)
         return self
 
     def _poll_free(self) -> bool:
@@ -231,17 +237,23 @@ class WriterCursor(_Cursor):
         flags = self._flags[self.index]
         return [r for r, pos in self._positions if flags[pos] == 0]
 
+    def _unread(self) -> str:
+        unread = self.unread_by()
+        names = self.reader_names
+        who = "" if names is None else " (" + ", ".join(names[r] for r in unread) + ")"
+        return f"readers {unread}{who} have not read it"
+
     def _describe_wait(self) -> str:
         return (
             f"writer of ring {self._name!r} waits for chunk {self.index} to be free "
-            f"({self.flag_state()}); readers {self.unread_by()} have not read it"
+            f"({self.flag_state()}); {self._unread()}"
         )
 
     def _timed_out(self, waited: float) -> RingTimeoutError:
         return RingTimeoutError(
             f"writer (pid {os.getpid()}) of ring {self._name!r} timed out after {waited:.3f} s "
             f"on chunk {self.index}: saw {self.flag_state()}, expected written=0 or every "
-            f"read flag 1; readers {self.unread_by()} have not read it"
+            f"read flag 1; {self._unread()}"
         )
 
 

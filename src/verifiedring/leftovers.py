@@ -43,14 +43,20 @@ def ipc_directory() -> str:
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (in this pid namespace)."""
+    """Whether process ``pid`` is running (in this pid namespace); an exited process
+    that its parent has not reaped yet (a zombie) is not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: the signal test is all there is
+    return state not in (b"Z", b"X")
 
 
 @dataclass(frozen=True)

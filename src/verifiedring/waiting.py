@@ -13,7 +13,10 @@
   socket): it blocks at most until the deadline or the next stall log.
 
 Both raise ``on_timeout(elapsed_seconds)`` when the deadline passes, and both
-are called after a poll that failed: ``timeout=0`` polls exactly once.
+are called after a poll that failed: ``timeout=0`` polls exactly once. Both
+take an optional ``watch``, called every ``WATCH_INTERVAL`` seconds of the wait
+(also with no deadline): it raises to end the wait, e.g. when the peer waited
+for has died, so a dead peer is named, not waited out.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ SPIN_BATCH = 16  # polls between clock reads while spinning
 FIRST_SLEEP = 20e-6
 MAX_SLEEP = 1e-3
 DEFAULT_LOG_INTERVAL = 10.0
+WATCH_INTERVAL = 0.1
 
 logger = logging.getLogger("verifiedring")
 
@@ -116,6 +120,7 @@ def wait_for(
     deadline: Deadline,
     stall: Callable[[], StallLog],
     on_timeout: Callable[[float], Exception],
+    watch: Callable[[], None] | None = None,
 ) -> None:
     """Return as soon as ``poll()`` is true; call it after a poll that failed.
 
@@ -131,12 +136,16 @@ def wait_for(
             return
     log = stall()
     start = _monotonic()
+    next_watch = start
     sleep = FIRST_SLEEP
     while True:
         now = _monotonic()
         if _expired(deadline, now):
             raise on_timeout(deadline.elapsed())
         log.tick(now)
+        if watch is not None and now >= next_watch:
+            watch()
+            next_watch = now + WATCH_INTERVAL
         if now - start < SPIN_SECONDS:
             for _ in range(SPIN_BATCH):  # no clock read between these polls
                 yield_cpu()
@@ -155,6 +164,7 @@ def wait_readable(
     deadline: Deadline,
     log: StallLog,
     on_timeout: Callable[[float], Exception],
+    watch: Callable[[], None] | None = None,
 ) -> None:
     """Return once ``poll_ms(ms)`` (a poll that blocks at most ``ms``) reports ready."""
     while True:
@@ -164,5 +174,8 @@ def wait_readable(
             raise on_timeout(deadline.elapsed())
         log.tick(now)
         until = log.next_at() if at is None else min(at, log.next_at())
+        if watch is not None:
+            watch()
+            until = min(until, now + WATCH_INTERVAL)
         if poll_ms(max(int((until - now) * 1000) + 1, 1)):
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -58,10 +59,14 @@ class RemoteCredit:
         """Whether sending ``seq`` may come near the window (then call :meth:`reserve`)."""
         return seq - self.floor >= self._check_at
 
-    def reserve(self, seq: int, deadline: Deadline, who: str, log_interval: float) -> None:
+    def reserve(
+        self, seq: int, deadline: Deadline, who: str, log_interval: float,
+        watch: Callable[[], None] | None = None,
+    ) -> None:
         """Return once sending ``seq`` keeps every remote reader within the window.
 
-        Raises :class:`RingTimeoutError` at ``deadline`` naming the lagging ranks.
+        Raises :class:`RingTimeoutError` at ``deadline`` naming the lagging ranks;
+        ``watch`` is called while it waits (it raises when a reader has died).
         """
         self._drain(seq)
         if seq - self.floor < self.window:
@@ -82,7 +87,7 @@ class RemoteCredit:
             self._drain(seq)
             return seq - self.floor < self.window
 
-        wait_readable(has_room, deadline, StallLog(lagging, log_interval), timed_out)
+        wait_readable(has_room, deadline, StallLog(lagging, log_interval), timed_out, watch)
 
     def close(self) -> None:
         self._sock.close(linger=0)

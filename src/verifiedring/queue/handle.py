@@ -28,6 +28,9 @@ class Handle:
     ring_tag: bytes = field(default=b"", repr=False)
     #: The remote channel's CURVE keys (``None`` without remote readers).
     curve: CurveKeys | None = field(default=None, repr=False)
+    #: The writer process, so a reader waiting for it can tell it has died.
+    writer_pid: int = 0
+    writer_host: str = ""
 
 
 def ring_tag(signer: Signer, ring: RingHandle) -> bytes:

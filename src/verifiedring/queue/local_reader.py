@@ -29,6 +29,7 @@ from typing import Any
 import zmq
 
 from ..errors import BrokenPeerError, DecodeError, MisuseError, RingTimeoutError
+from ..leftovers import alive
 from ..ring import ReaderCursor, ShmRingBuffer
 from ..shm import SHM_DIR
 from ..waiting import FOREVER, Deadline, StallLog, wait_for
@@ -152,7 +153,12 @@ class LocalReader(QueueReader):
                     self._stash.append(frames)
             if self._shutdown_total is not None:
                 self._saw_shutdown(self._shutdown_total)
+            self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
         return False
+
+    def _watch(self) -> None:
+        if self._writer_pid and not alive(self._writer_pid):
+            raise self._writer_gone("its process has exited")
 
     def _ring_stall(self) -> StallLog:
         return StallLog(self._describe_ring_wait, self.log_interval)

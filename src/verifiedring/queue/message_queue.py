@@ -42,6 +42,7 @@ import zmq
 from ..errors import ClosedError, MisuseError
 from ..waiting import DEFAULT_LOG_INTERVAL
 from .handle import Handle
+from .sockets import MAX_RANK
 
 #: Why an end refuses to operate now: the error type and its message.
 Refusal = tuple[type[Exception], str]
@@ -96,8 +97,8 @@ class MessageQueue:
         """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``."""
         if not isinstance(handle, Handle):
             raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise MisuseError(f"rank must be an int >= 0, got {rank!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_RANK:
+            raise MisuseError(f"rank must be an int in 0..{MAX_RANK}, got {rank!r}")
         if rank in handle.local_reader_ranks:
             from .local_reader import LocalReader
 

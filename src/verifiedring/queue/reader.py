@@ -30,6 +30,8 @@ class QueueReader(MessageQueue):
         self._signer = Signer(handle.hmac_key)
         self._seq = 0  # the next sequence number this reader must receive
         self._shutdown_total: int | None = None  # from the writer's SHUTDOWN, once seen
+        self._writer_pid = handle.writer_pid
+        self._writer = f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
         self._handshaken = False
         self._open((MisuseError, "call wait_until_ready() before dequeue()"))
 
@@ -62,13 +64,20 @@ class QueueReader(MessageQueue):
 
     def _recv(self, sock: zmq.Socket[Any], deadline: Deadline, what: str) -> list[zmq.Frame]:
         def describe() -> str:
-            return f"{self._who()} waits for {what}"
+            return f"{self._who()} waits for {what} from {self._writer}"
 
         def timed_out(waited: float) -> RingTimeoutError:
             return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
-                                    f"{what}")
+                                    f"{what} from {self._writer}")
 
-        return recv_frames(sock, deadline, describe, timed_out, self.log_interval)
+        return recv_frames(sock, deadline, describe, timed_out, self.log_interval, self._watch)
+
+    def _watch(self) -> None:
+        """While this reader waits: raise :class:`BrokenPeerError` if the writer is gone."""
+
+    def _writer_gone(self, how: str) -> BrokenPeerError:
+        self._refusal = (BrokenPeerError, f"{self._writer} is gone ({how})")
+        return BrokenPeerError(f"{self._who()}: {self._writer} is gone ({how})")
 
     def wait_until_ready(self, timeout: float | None = None) -> None:
         """Wait for the writer's READY. Idempotent once it has returned."""

@@ -11,9 +11,10 @@ from ..errors import DecodeError, MisuseError
 from ..waiting import FOREVER, Deadline
 from . import wire
 from .credit import ack_interval, ack_message
+from .curve import HEARTBEAT_TIMEOUT_MS
 from .handle import Handle
 from .reader import QueueReader
-from .sockets import ack_push
+from .sockets import ack_push, pending_frames
 
 logger = logging.getLogger("verifiedring")
 
@@ -36,6 +37,7 @@ class RemoteReader(QueueReader):
         self._acks_sent = 0
         self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window, curve)
         try:
+            self._monitor = self._sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
             self._ack_sock = ack_push(self._ctx, handle.remote_ack_addr, curve)
         except BaseException:
             self._sock.close(linger=0)
@@ -67,6 +69,16 @@ class RemoteReader(QueueReader):
         except DecodeError as exc:
             raise self._named(exc) from exc.cause
 
+    def _watch(self) -> None:
+        """Once READY came, a closed connection means the writer is gone (it died, or
+        its heartbeats stopped for HEARTBEAT_TIMEOUT_MS): PUB/SUB would lose frames."""
+        if pending_frames(self._monitor) is not None and self._handshaken:
+            raise self._writer_gone(
+                f"the connection to it closed; heartbeat timeout {HEARTBEAT_TIMEOUT_MS} ms"
+            )
+
     def _release(self) -> None:
+        self._sock.disable_monitor()
+        self._monitor.close(linger=0)
         self._sock.close(linger=0)
         self._ack_sock.close(linger=0)

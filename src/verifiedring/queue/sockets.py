@@ -45,7 +45,7 @@ import shutil
 import socket
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import zmq
 
@@ -61,7 +61,8 @@ SEND_TIMEOUT_MS = 30_000
 KEY_BYTES = 32
 MAC_BYTES = 32
 HELLO_PREFIX = b"\xffvr-hello"
-_RANK = struct.Struct("<I")
+_HELLO = struct.Struct("<II")  # rank, pid; then the host name, then the tag
+MAX_RANK = 2**32 - 1
 
 
 def hwm_for_window(window: int) -> int:
@@ -93,32 +94,47 @@ class Signer:
         return hmac.compare_digest(bytes(mac), self.sign(parts))
 
 
+class Hello(NamedTuple):
+    """Who a reader is: announced in its hello topic, named in every error about it."""
+
+    rank: int
+    pid: int
+    host: str
+
+    def __str__(self) -> str:
+        return f"reader rank {self.rank} (pid {self.pid} on host {self.host})"
+
+
 def hello_topic(signer: Signer, rank: int) -> bytes:
-    """The topic reader ``rank`` subscribes to so the writer knows it has joined."""
-    body = HELLO_PREFIX + _RANK.pack(rank)
+    """The topic reader ``rank`` (this process, this host) subscribes to so the writer
+    knows it has joined; its unsubscription tells the writer it has left."""
+    host = socket.gethostname().encode()[:64]
+    body = HELLO_PREFIX + _HELLO.pack(rank, os.getpid()) + host
     return body + signer.sign([body])[:16]
 
 
-def parse_hello(signer: Signer, topic: bytes) -> int | None:
-    """The rank announced by a valid hello topic, else ``None``."""
-    n = len(HELLO_PREFIX) + _RANK.size
-    if len(topic) != n + 16 or not topic.startswith(HELLO_PREFIX):
+def parse_hello(signer: Signer, topic: bytes) -> Hello | None:
+    """The reader announced by a valid hello topic, else ``None``."""
+    n = len(HELLO_PREFIX) + _HELLO.size
+    if len(topic) < n + 16 or not topic.startswith(HELLO_PREFIX):
         return None
-    if not hmac.compare_digest(topic[n:], signer.sign([topic[:n]])[:16]):
+    body, tag = topic[:-16], topic[-16:]
+    if not hmac.compare_digest(tag, signer.sign([body])[:16]):
         return None
-    rank: int = _RANK.unpack_from(topic, len(HELLO_PREFIX))[0]
-    return rank
+    rank, pid = _HELLO.unpack_from(body, len(HELLO_PREFIX))
+    return Hello(rank, pid, body[n:].decode(errors="replace"))
 
 
-def announced_ranks(xpub: zmq.Socket[Any], signer: Signer) -> Iterator[int]:
-    """The ranks announced by valid hellos among the subscriptions queued on ``xpub``
-    (unsubscribes, the catch-all subscription and forged hellos are skipped)."""
+def hello_events(xpub: zmq.Socket[Any], signer: Signer) -> Iterator[tuple[bool, Hello]]:
+    """``(joined, hello)`` for each valid hello among the (un)subscriptions queued on
+    ``xpub``: a reader joined, or left (its connection closed: it exited or died, or
+    its heartbeats stopped). The catch-all subscription and forged hellos are skipped."""
     while (frames := pending_frames(xpub)) is not None:
         msg = frames[0].bytes
-        if msg and msg[0] == 1:
-            rank = parse_hello(signer, msg[1:])
-            if rank is not None:
-                yield rank
+        if msg and msg[0] in (0, 1):
+            hello = parse_hello(signer, msg[1:])
+            if hello is not None:
+                yield msg[0] == 1, hello
 
 
 # --- sockets ------------------------------------------------------------------
@@ -200,6 +216,7 @@ def pending_frames(sock: zmq.Socket[Any]) -> list[zmq.Frame] | None:
 def recv_frames(
     sock: zmq.Socket[Any], deadline: Deadline, describe: Callable[[], str],
     on_timeout: Callable[[float], Exception], log_interval: float,
+    watch: Callable[[], None] | None = None,
 ) -> list[zmq.Frame]:
     """The next multipart message on ``sock``, waiting until ``deadline`` at most."""
     frames = pending_frames(sock)
@@ -215,7 +232,7 @@ def recv_frames(
                 return True
         return False
 
-    wait_readable(readable, deadline, StallLog(describe, log_interval), on_timeout)
+    wait_readable(readable, deadline, StallLog(describe, log_interval), on_timeout, watch)
     return got[0]
 class LocalEndpoint:
     """An XPUB bound on an ipc path inside a fresh 0700 directory."""

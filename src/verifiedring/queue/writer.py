@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from typing import Any
 
 import zmq
@@ -18,12 +19,12 @@ from .credit import RemoteCredit
 from .curve import GATE, ServerKeys, new_keys
 from .handle import Handle, check_counts, ring_tag
 from .message_queue import MessageQueue
+from .peers import Peers
 from .serialization import Serializer
 from .sockets import (
     LocalEndpoint,
     Signer,
     ack_pull,
-    announced_ranks,
     bind_address,
     hwm_for_window,
     new_key,
@@ -113,6 +114,10 @@ class QueueWriter(MessageQueue):
         except BaseException:
             self._release()
             raise
+        self._peers = Peers(
+            self._who(), self._signer, ranks, n_remote,
+            None if self._local is None else self._local.socket, self._remote_sock,
+        )
         self._closed = False
 
     @property
@@ -138,6 +143,8 @@ class QueueWriter(MessageQueue):
             hmac_key=self._key,
             ring_tag=b"" if ring is None else ring_tag(self._signer, ring),
             curve=None if self._curve is None else self._curve.reader,
+            writer_pid=os.getpid(),
+            writer_host=socket.gethostname(),
         )
 
     # --- the handshake -------------------------------------------------------
@@ -150,40 +157,14 @@ class QueueWriter(MessageQueue):
             return
         deadline = Deadline.after(timeout)
         # spec: WriterHandshake -- every subscription first (essential), then READY
-        want_local = set(self.local_reader_ranks)
-        seen_local: set[int] = set()
-        seen_remote: set[int] = set()
-        poller = zmq.Poller()
-        socks = [(s, seen, is_local) for s, seen, is_local in (
-            (None if self._local is None else self._local.socket, seen_local, True),
-            (self._remote_sock, seen_remote, False),
-        ) if s is not None]
-        for sock, _, _ in socks:
-            poller.register(sock, zmq.POLLIN)
+        peers = self._peers
+        if not peers.complete():
 
-        def everyone() -> bool:
-            return seen_local == want_local and len(seen_remote) >= self._n_remote
+            def timed_out(waited: float) -> RingTimeoutError:
+                return RingTimeoutError(f"{peers.describe()}; timed out after {waited:.3f} s")
 
-        def describe() -> str:
-            return (
-                f"{self._who()} waits for readers to subscribe: local ranks "
-                f"{sorted(want_local - seen_local)} missing; "
-                f"{self._n_remote - len(seen_remote)} of {self._n_remote} remote readers "
-                f"missing (seen {sorted(seen_remote)})"
-            )
-
-        def timed_out(waited: float) -> RingTimeoutError:
-            return RingTimeoutError(f"{describe()}; timed out after {waited:.3f} s")
-
-        def subscribed(ms: int) -> bool:
-            events = dict(poller.poll(ms))
-            for sock, seen, is_local in socks:
-                if sock in events:
-                    self._take_hellos(sock, seen, want_local, is_local)
-            return everyone()
-
-        if not everyone():
-            wait_readable(subscribed, deadline, StallLog(describe, self.log_interval), timed_out)
+            log = StallLog(peers.describe, self.log_interval)
+            wait_readable(peers.gather, deadline, log, timed_out)
         ready = [wire.control_header(wire.READY, 0)]
         self._send_all(ready, ready, "READY", "READY")
         # Every reader has attached: no name is needed any more, so no crash leaves one.
@@ -192,21 +173,11 @@ class QueueWriter(MessageQueue):
         if self._local is not None:
             self._local.remove_directory()
         if self._credit is not None:
-            self._credit.start(seen_remote)
+            self._credit.start(set(peers.remote))
+        if self._cursor is not None:
+            self._cursor.reader_names = [peers.name(r) for r in self.local_reader_ranks]
         self._handshaken = True
         self._refusal = None
-
-    def _take_hellos(
-        self, sock: zmq.Socket[Any], seen: set[int], want_local: set[int], is_local: bool
-    ) -> None:
-        for rank in announced_ranks(sock, self._signer):
-            if is_local != (rank in want_local):
-                logger.warning(
-                    "%s: hello from rank %d on the %s socket ignored (local ranks %s)",
-                    self._who(), rank, "local" if is_local else "remote", sorted(want_local),
-                )
-            else:
-                seen.add(rank)
 
     # --- messages ------------------------------------------------------------------
 
@@ -226,14 +197,14 @@ class QueueWriter(MessageQueue):
         credit = self._credit
         if credit is not None and credit.needs_check(seq):
             # WriterSendRemoteFrame's guard (credit), checked before anything is published
-            credit.reserve(seq, deadline, self._who(), self.log_interval)
+            credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
         cursor = self._cursor
         overflow = False
         if cursor is not None:
             overflow = not self._fits(wire.chunk_bytes(p))
             try:
                 # spec: WriterPublishChunk -- the object inline, or its overflow marker
-                with cursor.claim(deadline) as chunk:
+                with cursor.claim(deadline, self._watch) as chunk:
                     if overflow:
                         wire.write_marker(chunk, seq, p)
                     else:
@@ -268,13 +239,22 @@ class QueueWriter(MessageQueue):
             self._refusal = (BrokenPeerError, f"broken since sending {what} failed: {exc}")
             raise
 
+    def _watch(self) -> None:
+        """While the writer waits: a reader that left breaks the writer for good."""
+        try:
+            self._peers.watch()
+        except BrokenPeerError as exc:
+            self._refusal = (BrokenPeerError, f"broken since a reader left: {exc}")
+            raise
+
     def _ring_stalled(
         self, cursor: WriterCursor, seq: int, exc: RingTimeoutError
     ) -> RingTimeoutError:
         ranks = [self.local_reader_ranks[i] for i in cursor.unread_by()]
+        names = ", ".join(self._peers.name(r) for r in ranks)
         return RingTimeoutError(
             f"{self._who()} could not enqueue message seq {seq}: local reader ranks {ranks} "
-            f"have not read the chunk it needs; ring: {exc}"
+            f"have not read the chunk it needs ({names}); ring: {exc}"
         )
 
     def shutdown(self) -> None:

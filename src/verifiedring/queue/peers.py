@@ -1,0 +1,99 @@
+"""The writer's knowledge of its readers: who joined (the handshake), who left since.
+
+Each reader announces itself with a hello topic (rank, pid, host; tagged with
+the queue's key) on its channel's XPUB. The handshake waits until every local
+rank and ``n_remote`` remote readers have joined. Afterwards a reader whose
+connection closes -- it exited or died, or (TCP) its heartbeats stopped --
+shows as the unsubscription of its hello: :meth:`Peers.watch` raises
+:class:`BrokenPeerError` naming it, so a writer waiting for it is told at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import zmq
+
+from ..errors import BrokenPeerError
+from .sockets import Hello, Signer, hello_events
+
+logger = logging.getLogger("verifiedring")
+
+
+class Peers:
+    """The readers one writer has seen, by channel."""
+
+    def __init__(
+        self, who: str, signer: Signer, local_ranks: tuple[int, ...], n_remote: int,
+        local_sock: zmq.Socket[Any] | None, remote_sock: zmq.Socket[Any] | None,
+    ) -> None:
+        self._who = who
+        self._signer = signer
+        self._want_local = set(local_ranks)
+        self._n_remote = n_remote
+        self._socks = [(s, is_local) for s, is_local in ((local_sock, True), (remote_sock, False))
+                       if s is not None]
+        self.local: dict[int, Hello] = {}
+        self.remote: dict[int, Hello] = {}
+        self._poller = zmq.Poller()
+        for sock, _ in self._socks:
+            self._poller.register(sock, zmq.POLLIN)
+
+    def complete(self) -> bool:
+        """Every local rank and ``n_remote`` remote readers have joined."""
+        return set(self.local) == self._want_local and len(self.remote) >= self._n_remote
+
+    def describe(self) -> str:
+        return (
+            f"{self._who} waits for readers to subscribe: local ranks "
+            f"{sorted(self._want_local - set(self.local))} missing; "
+            f"{self._n_remote - len(self.remote)} of {self._n_remote} remote readers missing "
+            f"(seen {sorted(self.remote)})"
+        )
+
+    def gather(self, ms: int) -> bool:
+        """Take the hellos that arrive within ``ms``; true once :meth:`complete`."""
+        events = dict(self._poller.poll(ms))
+        for sock, is_local in self._socks:
+            if sock in events:
+                for joined, hello in hello_events(sock, self._signer):
+                    self._note(joined, hello, is_local)
+        return self.complete()
+
+    def _note(self, joined: bool, hello: Hello, is_local: bool) -> None:
+        table = self.local if is_local else self.remote
+        if not joined:
+            if table.get(hello.rank) == hello:
+                del table[hello.rank]  # left before the handshake completed
+            return
+        if is_local != (hello.rank in self._want_local):
+            logger.warning(
+                "%s: %s announced itself on the %s socket: ignored (local ranks %s)",
+                self._who, hello, "local" if is_local else "remote", sorted(self._want_local),
+            )
+            return
+        other = self.local.get(hello.rank) or self.remote.get(hello.rank)
+        if other is not None and other != hello:
+            raise BrokenPeerError(
+                f"{self._who}: rank {hello.rank} claimed twice, by {other} and by {hello}: "
+                "each reader rank belongs to one process"
+            )
+        table[hello.rank] = hello
+
+    def watch(self) -> None:
+        """Raise :class:`BrokenPeerError` naming a reader that has left since it joined."""
+        for sock, is_local in self._socks:
+            table = self.local if is_local else self.remote
+            for joined, hello in hello_events(sock, self._signer):
+                if not joined and table.get(hello.rank) == hello:
+                    raise BrokenPeerError(
+                        f"{self._who}: {hello} is gone: its connection to the "
+                        f"{'local' if is_local else 'remote'} socket closed (it exited or "
+                        "died, or its heartbeats stopped)"
+                    )
+
+    def name(self, rank: int) -> str:
+        """The reader of ``rank``, as errors name it."""
+        hello = self.local.get(rank) or self.remote.get(rank)
+        return str(hello) if hello is not None else f"reader rank {rank}"

@@ -1,0 +1,117 @@
+"""A dead peer is named, not waited out: also with ``timeout=None``.
+
+Each case kills one process (SIGKILL) while another waits for it with no timeout,
+and checks that the waiter raises BrokenPeerError naming the dead one (rank, pid,
+host) well within a generous bound, and that nothing else is disturbed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from verifiedring import BrokenPeerError, Handle, MessageQueue
+
+LOOPBACK = "127.0.0.1"
+T = 20.0
+BOUND = 10.0  # generous: the mechanisms answer within about a second
+
+
+def _writer_proc(n_reader: int, n_local: int, out: Any, go: Any) -> None:
+    with MessageQueue(
+        n_reader, n_local, list(range(n_local)), connect_ip=LOOPBACK, max_chunks=2
+    ) as w:
+        out.put(w.export_handle())
+        w.wait_until_ready(T)
+        w.enqueue("first", timeout=T)
+        go.wait(T)
+        time.sleep(T)  # the test kills this process here
+
+
+def _reader_proc(handle: Handle, rank: int, out: Any) -> None:
+    with MessageQueue.create_from_handle(handle, rank) as r:
+        r.wait_until_ready(T)
+        out.put(r.dequeue(T))
+        time.sleep(T)  # the test kills this process here
+
+
+def _raises_within(call: Any, bound: float) -> BrokenPeerError:
+    result: list[BaseException | None] = [None]
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test
+            result[0] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(bound)
+    assert not t.is_alive(), f"still waiting after {bound} s: the dead peer was waited out"
+    assert isinstance(result[0], BrokenPeerError), repr(result[0])
+    return result[0]
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local", "remote"])
+def test_reader_of_a_killed_writer_is_told(local: bool) -> None:
+    ctx = mp.get_context("spawn")
+    out, go = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_writer_proc, args=(1, 1 if local else 0, out, go))
+    proc.start()
+    try:
+        handle = out.get(timeout=T)
+        with MessageQueue.create_from_handle(handle, 0) as r:
+            r.wait_until_ready(T)
+            assert r.dequeue(T) == "first"
+            go.set()
+            os.kill(proc.pid, signal.SIGKILL)
+            err = _raises_within(lambda: r.dequeue(None), BOUND)
+            assert f"the writer (pid {proc.pid} on host {socket.gethostname()}) is gone" in str(
+                err
+            )
+            with pytest.raises(BrokenPeerError, match="is gone"):
+                r.dequeue(0)  # and it stays that way
+    finally:
+        proc.kill()
+        proc.join(T)
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local", "remote"])
+def test_writer_waiting_for_a_killed_reader_is_told(local: bool) -> None:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    with MessageQueue(
+        2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
+        remote_window=4,
+    ) as w:
+        h = w.export_handle()
+        procs = [ctx.Process(target=_reader_proc, args=(h, rank, out)) for rank in (0, 1)]
+        for p in procs:
+            p.start()
+        try:
+            w.wait_until_ready(T)
+            w.enqueue("one", timeout=T)
+            assert [out.get(timeout=T), out.get(timeout=T)] == ["one", "one"]
+            os.kill(procs[1].pid, signal.SIGKILL)
+            procs[1].join(T)
+
+            def fill() -> None:
+                while True:  # the ring (2 chunks) or the window (4) fills, then it waits
+                    w.enqueue("more", timeout=None)
+
+            err = _raises_within(fill, BOUND)
+            assert f"reader rank 1 (pid {procs[1].pid} on host {socket.gethostname()})" in str(err)
+            assert "is gone" in str(err)
+            with pytest.raises(BrokenPeerError, match="broken since a reader left"):
+                w.enqueue("after", timeout=0)
+        finally:
+            for p in procs:
+                p.kill()
+                p.join(T)
