@@ -383,6 +383,17 @@ def test_bad_construction_arguments() -> None:
         MessageQueue(2, 1)
     with pytest.raises(MisuseError, match="every interface"):
         MessageQueue(2, 1, connect_ip="0.0.0.0")
+    with pytest.raises(MisuseError, match=r"max_chunk_bytes=21 cannot hold a message"):
+        MessageQueue(1, 1, max_chunk_bytes=21)  # the header alone is 21 bytes
+    with MessageQueue(1, 1, max_chunk_bytes=22) as q:
+        h = q.export_handle()
+        for rank in (-1, 2**32, True, "1"):
+            with pytest.raises(MisuseError, match=r"rank must be an int in 0\.\.4294967295"):
+                MessageQueue.create_from_handle(h, rank)  # type: ignore[arg-type]
+        for bad in (-1, float("nan"), "soon"):
+            with pytest.raises(MisuseError, match="timeout must be") as info:
+                q.wait_until_ready(bad)  # type: ignore[arg-type]
+            assert repr(bad) in str(info.value)
 
 
 def test_negative_timeout_is_misuse(group: Callable[..., Group]) -> None:

@@ -70,6 +70,11 @@ class QueueWriter(MessageQueue):
         ):
             raise MisuseError(f"remote_window must be an int >= 1, got {remote_window!r}")
         self.layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
+        if max_chunk_bytes < wire.HEADER_BYTES + 1:
+            raise MisuseError(
+                f"max_chunk_bytes={max_chunk_bytes} cannot hold a message: a chunk needs the "
+                f"{wire.HEADER_BYTES}-byte header plus at least 1 byte"
+            )
         self._fits = self.layout.fits
         if n_local_reader:
             check_room(self.layout.total_bytes)
