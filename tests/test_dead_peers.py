@@ -48,7 +48,7 @@ def _raises_within(call: Any, bound: float) -> BrokenPeerError:
     def run() -> None:
         try:
             call()
-        except BaseException as exc:  # noqa: BLE001 -- handed to the test
+        except BaseException as exc:
             result[0] = exc
 
     t = threading.Thread(target=run, daemon=True)

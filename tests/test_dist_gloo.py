@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from support import dist_worlds  # noqa: E402
 
-from verifiedring.distributed.group import CONNECT_IP_ENV, HOST_ID_ENV  # noqa: E402
+from verifiedring.hosts import CONNECT_IP_ENV, HOST_ID_ENV  # noqa: E402
 from verifiedring.testing.launcher import run_group  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)

@@ -9,13 +9,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from verifiedring.distributed.group import (  # noqa: E402
+from verifiedring.distributed.transfer import TensorMeta, TransferOptions, plan_buckets  # noqa: E402
+from verifiedring.hosts import (  # noqa: E402
     CONNECT_IP_ENV,
     HOST_ID_ENV,
     host_identity,
     writer_connect_ip,
 )
-from verifiedring.distributed.transfer import TensorMeta, TransferOptions, plan_buckets  # noqa: E402
 
 
 def test_importing_verifiedring_distributed_and_testing_does_not_import_torch() -> None:

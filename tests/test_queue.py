@@ -350,8 +350,7 @@ def test_role_misuse(group: Callable[..., Group]) -> None:
     for r in g.readers:
         with pytest.raises(MisuseError, match="enqueue"):
             r.enqueue(1)
-        with pytest.raises(MisuseError):
-            r.export_handle()
+        assert r.export_handle() == g.handle  # vLLM: a reader hands its handle on
     roundtrip(g)
 
 
@@ -379,16 +378,14 @@ def test_bad_construction_arguments() -> None:
         MessageQueue(1, 2)
     with pytest.raises(MisuseError, match="distinct"):
         MessageQueue(2, 2, [1, 1])
-    with pytest.raises(MisuseError, match="connect_ip"):
-        MessageQueue(2, 1)
     with pytest.raises(MisuseError, match="every interface"):
         MessageQueue(2, 1, connect_ip="0.0.0.0")
     with pytest.raises(MisuseError, match=r"max_chunk_bytes=21 cannot hold a message"):
         MessageQueue(1, 1, max_chunk_bytes=21)  # the header alone is 21 bytes
     with MessageQueue(1, 1, max_chunk_bytes=22) as q:
         h = q.export_handle()
-        for rank in (-1, 2**32, True, "1"):
-            with pytest.raises(MisuseError, match=r"rank must be an int in 0\.\.4294967295"):
+        for rank in (-2, 2**32 - 1, 2**32, True, "1"):
+            with pytest.raises(MisuseError, match=r"rank must be an int in 0\.\.4294967294, or -1"):
                 MessageQueue.create_from_handle(h, rank)  # type: ignore[arg-type]
         for bad in (-1, float("nan"), "soon"):
             with pytest.raises(MisuseError, match="timeout must be") as info:

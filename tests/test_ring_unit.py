@@ -420,14 +420,14 @@ def test_keeping_a_chunk_view_blocks_close() -> None:
 
 
 def test_attach_to_missing_segment() -> None:
-    handle = RingHandle("vr_does_not_exist_0000", 1, CHUNK, 2)
+    handle = RingHandle(1, CHUNK, 2, "vr_does_not_exist_0000")
     with pytest.raises(BrokenPeerError, match="does not exist"):
         ShmRingBuffer.attach(handle)
 
 
 def test_attach_with_larger_geometry_than_the_segment(rig: Rig) -> None:
     h = rig.ring.handle()
-    too_big = RingHandle(h.name, h.n_reader, h.max_chunk_bytes, h.max_chunks + 1)
+    too_big = RingHandle(h.n_reader, h.max_chunk_bytes, h.max_chunks + 1, h.name)
     with pytest.raises(BrokenPeerError) as info:
         ShmRingBuffer.attach(too_big)
     msg = str(info.value)
@@ -494,7 +494,7 @@ _CHILD = textwrap.dedent(
 
 
     if __name__ == "__main__":
-        handle = RingHandle(sys.argv[1], 1, int(sys.argv[2]), 1)
+        handle = RingHandle(1, int(sys.argv[2]), 1, sys.argv[1])
         p = mp.get_context("spawn").Process(target=child, args=(handle,))
         p.start()
         p.join(30)

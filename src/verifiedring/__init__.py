@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     BrokenPeerError,
+    CancelledError,
     ClosedError,
     DecodeError,
     MisuseError,
     RingTimeoutError,
+    SharedMemoryFullError,
     VerifiedRingError,
 )
 from .layout import RingLayout
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BrokenPeerError",
+    "CancelledError",
     "ClosedError",
     "DecodeError",
     "Handle",
@@ -34,6 +37,7 @@ __all__ = [
     "RingHandle",
     "RingLayout",
     "RingTimeoutError",
+    "SharedMemoryFullError",
     "ShmRingBuffer",
     "VerifiedRingError",
     "WriterCursor",

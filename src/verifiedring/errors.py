@@ -26,12 +26,21 @@ class MisuseError(VerifiedRingError, ValueError):
     """An API rule was broken by the caller; shared state is unchanged."""
 
 
+class SharedMemoryFullError(MisuseError, RuntimeError):
+    """``/dev/shm`` cannot hold the segment; raised at construction, never later."""
+
+
 class RingTimeoutError(VerifiedRingError, TimeoutError):
     """A bounded wait ran out before its condition held; retrying is safe."""
 
 
 class ClosedError(VerifiedRingError):
     """The channel is closed, or its writer sent shutdown."""
+
+
+class CancelledError(ClosedError, RuntimeError):
+    """A blocked call was woken by ``shutdown()`` on its queue end (another thread) or
+    by its ``cancel`` event. A ``RuntimeError`` too, as vLLM's woken readers raise."""
 
 
 class BrokenPeerError(VerifiedRingError):

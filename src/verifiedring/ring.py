@@ -8,6 +8,7 @@ instance plays one role and hands out that role's cursor.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .cursors import ReaderCursor, WriterCursor, claimed_roles
@@ -22,12 +23,16 @@ __all__ = ["ReaderCursor", "RingHandle", "ShmRingBuffer", "WriterCursor"]
 
 @dataclass(frozen=True)
 class RingHandle:
-    """Everything another process needs to attach to a ring (picklable)."""
+    """Everything another process needs to attach to a ring (picklable). Unpacks in
+    vLLM's order, so ``ShmRingBuffer(*handle)`` attaches."""
 
-    name: str
     n_reader: int
     max_chunk_bytes: int
     max_chunks: int
+    name: str
+
+    def __iter__(self) -> Iterator[int | str]:
+        return iter((self.n_reader, self.max_chunk_bytes, self.max_chunks, self.name))
 
     @property
     def layout(self) -> RingLayout:
@@ -37,8 +42,9 @@ class RingHandle:
 class ShmRingBuffer:
     """A shared-memory ring of ``max_chunks`` chunks of ``max_chunk_bytes`` each.
 
-    The creator (``create=True``) owns the segment: its :meth:`close` unlinks it.
-    An attacher (``create=False`` with ``name``, or :meth:`attach`) only unmaps.
+    The creator (no ``name``, or ``create=True``) owns the segment: its :meth:`close`
+    unlinks it. An attacher (a ``name``, as vLLM's ``ShmRingBuffer(*handle)``, or
+    :meth:`attach`) only unmaps.
     One instance plays one role: it hands out either the writer cursor or
     reader cursors, never both.
     """
@@ -49,9 +55,11 @@ class ShmRingBuffer:
         max_chunk_bytes: int,
         max_chunks: int,
         name: str | None = None,
-        create: bool = True,
+        create: bool | None = None,
     ) -> None:
         self.layout = RingLayout(n_reader, max_chunk_bytes, max_chunks)
+        if create is None:  # vLLM's rule: a name attaches, no name creates
+            create = name is None
         if create:
             self._segment = SharedSegment.create(self.layout.total_bytes, name)
         elif name is None:
@@ -90,7 +98,7 @@ class ShmRingBuffer:
 
     def handle(self) -> RingHandle:
         lay = self.layout
-        return RingHandle(self.name, lay.n_reader, lay.max_chunk_bytes, lay.max_chunks)
+        return RingHandle(lay.n_reader, lay.max_chunk_bytes, lay.max_chunks, self.name)
 
     def writer(
         self, observer: StepObserver | None = None, log_interval: float = DEFAULT_LOG_INTERVAL

@@ -25,7 +25,7 @@ import os
 import weakref
 from multiprocessing import resource_tracker
 
-from .errors import BrokenPeerError, MisuseError
+from .errors import BrokenPeerError, MisuseError, SharedMemoryFullError
 from .leftovers import SEGMENT_PREFIX, SHM_DIR, reap, segment_name
 
 NAME_PREFIX = SEGMENT_PREFIX
@@ -46,18 +46,23 @@ def free_bytes(directory: str = SHM_DIR) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _no_room(size: int, free: int | None) -> MisuseError:
-    return MisuseError(
-        f"{SHM_DIR} has {free if free is not None else 'too few'} bytes free but the segment "
-        f"needs {size}: shrink max_chunk_bytes * max_chunks or enlarge {SHM_DIR}"
+def _no_room(
+    size: int, free: int | None, directory: str = SHM_DIR, what: str = "the ring's segment"
+) -> SharedMemoryFullError:
+    mib = 1 << 20
+    return SharedMemoryFullError(
+        f"Insufficient space in {directory} for {what}: {size} bytes ({size / mib:.1f} MiB) "
+        f"required, {'an unknown number of' if free is None else free} bytes free: shrink "
+        f"max_chunk_bytes * max_chunks or enlarge {directory} (e.g. --shm-size or --ipc=host)"
     )
 
 
-def check_room(size: int, directory: str = SHM_DIR) -> None:
-    """Raise :class:`MisuseError` if ``directory`` cannot hold ``size`` more bytes."""
+def check_room(size: int, directory: str = SHM_DIR, what: str = "the ring's segment") -> None:
+    """Raise :class:`SharedMemoryFullError` (a ``MisuseError`` and, as vLLM's check
+    raises, a ``RuntimeError``) if ``directory`` cannot hold ``size`` more bytes."""
     free = free_bytes(directory)
     if free is not None and size > free:
-        raise _no_room(size, free)
+        raise _no_room(size, free, directory, what)
 
 
 def _unlink_if_creator(name: str, creator: int) -> None:

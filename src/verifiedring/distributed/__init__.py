@@ -21,13 +21,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..hosts import host_identity, writer_connect_ip
     from .broadcaster import (
         CollectiveChannel,
         GroupBroadcaster,
         ObjectChannel,
         broadcast_tensor_dict,
     )
-    from .group import create_from_process_group, host_identity, writer_connect_ip
+    from .group import create_from_process_group
     from .paths import Refill, apply, collect, format_path, refill
     from .plan import PlanCache, RefillPlan
     from .transfer import TensorMeta, TransferOptions

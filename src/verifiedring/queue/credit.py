@@ -21,7 +21,7 @@ import zmq
 
 from ..errors import RingTimeoutError
 from ..waiting import Deadline, StallLog, wait_readable
-from .sockets import pending_frames
+from .sockets import MAX_RANK, pending_frames
 
 logger = logging.getLogger("verifiedring")
 
@@ -35,7 +35,7 @@ def ack_interval(window: int) -> int:
 
 def ack_message(rank: int, count: int) -> bytes:
     """What a reader sends (over CURVE) to acknowledge ``count`` received messages."""
-    return ACK.pack(rank, count)
+    return ACK.pack(MAX_RANK if rank < 0 else rank, count)
 
 
 class RemoteCredit:

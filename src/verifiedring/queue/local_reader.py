@@ -35,7 +35,7 @@ from ..shm import SHM_DIR
 from ..waiting import FOREVER, Deadline, StallLog, wait_for
 from . import wire
 from .handle import Handle, ring_tag
-from .reader import QueueReader
+from .reader import Cancel, QueueReader
 from .sockets import pending_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
@@ -87,12 +87,16 @@ class LocalReader(QueueReader):
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
 
-    def dequeue(self, timeout: float | None = None) -> Any:
+    def dequeue(
+        self, timeout: float | None = None, *, cancel: Cancel | None = None,
+        indefinite: bool = False,
+    ) -> Any:
         """The next object, in the writer's order. Raises :class:`RingTimeoutError`
         after ``timeout`` seconds (retrying is safe), :class:`ClosedError` after
-        shutdown, :class:`DecodeError` (message consumed) if it does not unpickle."""
-        if self._refusal is not None:
-            self._refuse()
+        shutdown, :class:`DecodeError` (message consumed) if it does not unpickle,
+        :class:`CancelledError` when woken by :meth:`shutdown` or ``cancel``.
+        ``indefinite=True`` (a worker's busy loop): no stall warnings."""
+        self._begin(cancel, indefinite)
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
         if self._pending is None:
             cursor = self._cursor
@@ -156,12 +160,12 @@ class LocalReader(QueueReader):
             self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
         return False
 
-    def _watch(self) -> None:
+    def _watch_writer(self) -> None:
         if self._writer_pid and not alive(self._writer_pid):
             raise self._writer_gone("its process has exited")
 
     def _ring_stall(self) -> StallLog:
-        return StallLog(self._describe_ring_wait, self.log_interval)
+        return StallLog(self._describe_ring_wait, self._log_interval())
 
     def _describe_ring_wait(self) -> str:
         c = self._cursor

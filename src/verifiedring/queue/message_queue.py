@@ -35,6 +35,7 @@ A queue end is not thread-safe: use each from one thread.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import zmq
@@ -46,6 +47,31 @@ from .sockets import MAX_RANK
 
 #: Why an end refuses to operate now: the error type and its message.
 Refusal = tuple[type[Exception], str]
+
+
+#: Engines set the stall-log interval (seconds) through these, as for vLLM's queue.
+LOG_INTERVAL_ENV = ("VLLM_RINGBUFFER_WARNING_INTERVAL", "SGLANG_RINGBUFFER_WARNING_INTERVAL")
+
+
+def _log_interval() -> float:
+    for name in LOG_INTERVAL_ENV:
+        value = os.environ.get(name)
+        if value:
+            try:
+                seconds = float(value)
+            except ValueError:
+                raise MisuseError(f"{name}={value!r} is not a number of seconds") from None
+            if not seconds > 0:
+                raise MisuseError(f"{name}={value!r} must be > 0 seconds")
+            return seconds
+    return DEFAULT_LOG_INTERVAL
+
+
+def _group_module() -> Any:
+    """The torch layer, reached at call time: the queue never imports it at import."""
+    from importlib import import_module
+
+    return import_module("verifiedring.distributed.group")
 
 
 class MessageQueue:
@@ -87,8 +113,10 @@ class MessageQueue:
         # zmq_ctx_term can block forever (seen under load with every socket closed
         # at linger 0); closing a socket with a linger bounds its queued frames.
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
-        self.log_interval = DEFAULT_LOG_INTERVAL
+        self.log_interval = _log_interval()
         self._refusal = refusal
+        #: Set by :meth:`shutdown` (vLLM's attribute): a blocked call wakes and raises.
+        self.shutting_down = False
 
     # --- construction of readers ---------------------------------------------
 
@@ -97,8 +125,11 @@ class MessageQueue:
         """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``."""
         if not isinstance(handle, Handle):
             raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_RANK:
-            raise MisuseError(f"rank must be an int in 0..{MAX_RANK}, got {rank!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
+            raise MisuseError(
+                f"rank must be an int in 0..{MAX_RANK - 1}, or -1 for a remote reader without "
+                f"a rank, got {rank!r}"
+            )
         if rank in handle.local_reader_ranks:
             from .local_reader import LocalReader
 
@@ -109,16 +140,27 @@ class MessageQueue:
 
     @classmethod
     def create_from_process_group(
-        cls, pg: Any, max_chunk_bytes: int, max_chunks: int, writer_rank: int = 0
+        cls, pg: Any, max_chunk_bytes: int, max_chunks: int, writer_rank: int = 0,
+        external_writer_handle: Handle | None = None, blocking: bool = True,
     ) -> MessageQueue:
         """Every rank of ``pg`` calls this; see :mod:`verifiedring.distributed.group`."""
-        from importlib import import_module
-
-        group = import_module("verifiedring.distributed.group")
-        queue: MessageQueue = group.create_from_process_group(
-            cls, pg, max_chunk_bytes, max_chunks, writer_rank
+        queue: MessageQueue = _group_module().create_from_process_group(
+            cls, pg, max_chunk_bytes, max_chunks, writer_rank, external_writer_handle, blocking
         )
         return queue
+
+    @classmethod
+    def create_from_process_group_single_reader(
+        cls, pg: Any, max_chunk_bytes: int, max_chunks: int, reader_rank: int = 0,
+        blocking: bool = False,
+    ) -> tuple[MessageQueue, list[Handle]]:
+        """Every rank writes to one reader; see :mod:`verifiedring.distributed.group`."""
+        made: tuple[MessageQueue, list[Handle]] = (
+            _group_module().create_from_process_group_single_reader(
+                cls, pg, max_chunk_bytes, max_chunks, reader_rank, blocking
+            )
+        )
+        return made
 
     # --- the calls of every role ------------------------------------------------
 

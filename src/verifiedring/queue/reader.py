@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import math
 import os
-from typing import Any
+from typing import Any, Protocol
 
 import zmq
 
-from ..errors import BrokenPeerError, ClosedError, DecodeError, MisuseError, RingTimeoutError
+from ..errors import (
+    BrokenPeerError,
+    CancelledError,
+    ClosedError,
+    DecodeError,
+    MisuseError,
+    RingTimeoutError,
+)
 from ..waiting import Deadline
 from . import wire
 from .curve import CurveKeys
 from .handle import Handle
 from .message_queue import MessageQueue
 from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
+
+
+class Cancel(Protocol):
+    """What ``dequeue(cancel=...)`` accepts: a ``threading.Event`` or the like."""
+
+    def is_set(self) -> bool: ...
 
 
 class QueueReader(MessageQueue):
@@ -30,13 +44,44 @@ class QueueReader(MessageQueue):
         self._signer = Signer(handle.hmac_key)
         self._seq = 0  # the next sequence number this reader must receive
         self._shutdown_total: int | None = None  # from the writer's SHUTDOWN, once seen
+        self._handle = handle
+        self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
+        self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
         self._writer_pid = handle.writer_pid
         self._writer = f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
         self._handshaken = False
         self._open((MisuseError, "call wait_until_ready() before dequeue()"))
 
     def _who(self) -> str:
-        return f"{self.channel} reader rank {self.rank} (pid {os.getpid()})"
+        rank = "without a rank" if self.rank < 0 else f"rank {self.rank}"
+        return f"{self.channel} reader {rank} (pid {os.getpid()})"
+
+    def export_handle(self) -> Handle:
+        """The handle this reader attached with (vLLM hands it on)."""
+        return self._handle
+
+    def shutdown(self) -> None:
+        """Wake this reader: a ``dequeue`` blocked in another thread raises
+        :class:`CancelledError` within ``WATCH_INTERVAL``, and so does every later one."""
+        self.shutting_down = True
+
+    def _begin(self, cancel: Cancel | None, indefinite: bool) -> None:
+        """Start a dequeue: its cancel event, and whether it logs stalls."""
+        if self._refusal is not None:
+            self._refuse()
+        if self.shutting_down or (cancel is not None and cancel.is_set()):
+            self._cancelled()
+        self._cancel = cancel
+        self._quiet = indefinite
+
+    def _cancelled(self) -> None:
+        why = "shutdown() was called" if self.shutting_down else "its cancel event was set"
+        if self.shutting_down:
+            self._refusal = (CancelledError, "shut down by shutdown() on this reader")
+        raise CancelledError(f"{self._who()}: woken: {why}")
+
+    def _log_interval(self) -> float:
+        return math.inf if self._quiet else self.log_interval
 
     def _subscribe(
         self, address: str, window: int, curve: CurveKeys | None
@@ -70,10 +115,18 @@ class QueueReader(MessageQueue):
             return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
                                     f"{what} from {self._writer}")
 
-        return recv_frames(sock, deadline, describe, timed_out, self.log_interval, self._watch)
+        return recv_frames(sock, deadline, describe, timed_out, self._log_interval(), self._watch)
 
     def _watch(self) -> None:
-        """While this reader waits: raise :class:`BrokenPeerError` if the writer is gone."""
+        """While this reader waits: raise :class:`CancelledError` if woken, or
+        :class:`BrokenPeerError` if the writer is gone."""
+        cancel = self._cancel
+        if self.shutting_down or (cancel is not None and cancel.is_set()):
+            self._cancelled()
+        self._watch_writer()
+
+    def _watch_writer(self) -> None:
+        """Raise :class:`BrokenPeerError` if the writer is gone (per channel)."""
 
     def _writer_gone(self, how: str) -> BrokenPeerError:
         self._refusal = (BrokenPeerError, f"{self._writer} is gone ({how})")

@@ -13,7 +13,7 @@ from . import wire
 from .credit import ack_interval, ack_message
 from .curve import HEARTBEAT_TIMEOUT_MS
 from .handle import Handle
-from .reader import QueueReader
+from .reader import Cancel, QueueReader
 from .sockets import ack_push, pending_frames
 
 logger = logging.getLogger("verifiedring")
@@ -47,10 +47,12 @@ class RemoteReader(QueueReader):
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
 
-    def dequeue(self, timeout: float | None = None) -> Any:
+    def dequeue(
+        self, timeout: float | None = None, *, cancel: Cancel | None = None,
+        indefinite: bool = False,
+    ) -> Any:
         """The next object, in the writer's order (see :meth:`LocalReader.dequeue`)."""
-        if self._refusal is not None:
-            self._refuse()
+        self._begin(cancel, indefinite)
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
         frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
         header = self._parse_header(frames[0])
@@ -69,7 +71,7 @@ class RemoteReader(QueueReader):
         except DecodeError as exc:
             raise self._named(exc) from exc.cause
 
-    def _watch(self) -> None:
+    def _watch_writer(self) -> None:
         """Once READY came, a closed connection means the writer is gone (it died, or
         its heartbeats stopped for HEARTBEAT_TIMEOUT_MS): PUB/SUB would lose frames."""
         if pending_frames(self._monitor) is not None and self._handshaken:

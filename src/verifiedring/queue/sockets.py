@@ -62,6 +62,8 @@ KEY_BYTES = 32
 MAC_BYTES = 32
 HELLO_PREFIX = b"\xffvr-hello"
 _HELLO = struct.Struct("<II")  # rank, pid; then the host name, then the tag
+#: Ranks are u32 on the wire; the last value stands for a remote reader without a rank
+#: (vLLM's ``create_from_handle(handle, -1)``).
 MAX_RANK = 2**32 - 1
 
 
@@ -102,14 +104,15 @@ class Hello(NamedTuple):
     host: str
 
     def __str__(self) -> str:
-        return f"reader rank {self.rank} (pid {self.pid} on host {self.host})"
+        rank = "without a rank" if self.rank == MAX_RANK else f"rank {self.rank}"
+        return f"reader {rank} (pid {self.pid} on host {self.host})"
 
 
 def hello_topic(signer: Signer, rank: int) -> bytes:
     """The topic reader ``rank`` (this process, this host) subscribes to so the writer
     knows it has joined; its unsubscription tells the writer it has left."""
     host = socket.gethostname().encode()[:64]
-    body = HELLO_PREFIX + _HELLO.pack(rank, os.getpid()) + host
+    body = HELLO_PREFIX + _HELLO.pack(MAX_RANK if rank < 0 else rank, os.getpid()) + host
     return body + signer.sign([body])[:16]
 
 

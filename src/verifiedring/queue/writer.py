@@ -10,6 +10,7 @@ from typing import Any
 import zmq
 
 from ..errors import BrokenPeerError, ClosedError, MisuseError, RingTimeoutError
+from ..hosts import writer_connect_ip
 from ..layout import RingLayout
 from ..ring import ShmRingBuffer, WriterCursor
 from ..shm import check_room
@@ -52,17 +53,18 @@ class QueueWriter(MessageQueue):
         max_chunk_bytes: int = 10 * 1024 * 1024,
         max_chunks: int = 10,
         connect_ip: str | None = None,
+        enable_shm_tensor_arena: bool = False,
         *,
         remote_window: int = DEFAULT_REMOTE_WINDOW,
         linger: float = DEFAULT_LINGER,
     ) -> None:
+        """vLLM's parameters, in vLLM's order. ``enable_shm_tensor_arena`` is accepted
+        and has no effect: large objects go through the ring or the overflow frame (see
+        the README's compatibility table)."""
         ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
         n_remote = n_reader - n_local_reader
         if n_remote and connect_ip is None:
-            raise MisuseError(
-                f"{n_remote} remote reader(s) need connect_ip: the address of this host "
-                "that they can reach (it is bound, never a wildcard)"
-            )
+            connect_ip = writer_connect_ip()  # as vLLM: this host's address (VLLM_HOST_IP, ...)
         if n_remote:
             bind_address(connect_ip or "")  # refuses wildcard addresses before any resource
         if isinstance(remote_window, bool) or not isinstance(remote_window, int) or (

@@ -1,0 +1,58 @@
+"""vLLM's ``shm_broadcast`` names, backed by verifiedring.
+
+Either import the names from here, or switch an engine with one line before it
+builds its executor::
+
+    import verifiedring.compat.vllm as shim; shim.install()
+
+:func:`install` makes ``vllm.distributed.device_communicators.shm_broadcast``
+resolve to this module (and, if that module was imported already, points its
+names here), so every ``from ...shm_broadcast import MessageQueue`` gets
+verifiedring's. The differences from vLLM's behaviour are in the README's
+compatibility table.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+from ..errors import SharedMemoryFullError
+from ..ordering import fence as memory_fence
+from ..queue import Handle, MessageQueue
+from ..ring import ShmRingBuffer
+from ..shm import SHM_DIR, check_room
+
+VLLM_MODULE = "vllm.distributed.device_communicators.shm_broadcast"
+SHM_PATH = SHM_DIR
+__all__ = [
+    "SHM_PATH",
+    "Handle",
+    "MessageQueue",
+    "SharedMemoryFullError",
+    "ShmRingBuffer",
+    "check_shm_free_space",
+    "install",
+    "memory_fence",
+]
+
+
+def check_shm_free_space(
+    required_bytes: int, shm_path: str = SHM_PATH, *,
+    allocation_name: str = "shared-memory allocation",
+) -> None:
+    """vLLM's check: a ``RuntimeError`` ("Insufficient space in ...") naming the sizes."""
+    check_room(required_bytes, shm_path, allocation_name)
+
+
+def install() -> ModuleType:
+    """Make vLLM's ``shm_broadcast`` module path resolve to this module; returns it."""
+    me = sys.modules[__name__]
+    previous = sys.modules.get(VLLM_MODULE)
+    if previous is not None and previous is not me:
+        for name in __all__:
+            if name != "install":
+                setattr(previous, name, getattr(me, name))
+    else:
+        sys.modules[VLLM_MODULE] = me
+    return me
