@@ -464,3 +464,19 @@ def test_large_inline_buffers_are_owned_by_the_reader(group: Callable[..., Group
             assert np.array_equal(g_, s)
         else:
             assert g_ == s
+
+
+def test_wait_until_ready_retried_after_a_timeout_keeps_the_readers_it_saw() -> None:
+    """A retry of the writer's handshake counts the readers that subscribed during the
+    first, timed-out try (before Peers, it forgot them and could never succeed)."""
+    with MessageQueue(2, 2, [0, 1]) as w:
+        h = w.export_handle()
+        with MessageQueue.create_from_handle(h, 0) as r0:
+            with pytest.raises(RingTimeoutError, match=r"local ranks \[1\] missing"):
+                w.wait_until_ready(timeout=0.5)  # r0's hello arrives during this try
+            with MessageQueue.create_from_handle(h, 1) as r1:
+                w.wait_until_ready(T)
+                r0.wait_until_ready(T)
+                r1.wait_until_ready(T)
+                w.enqueue("ready")
+                assert [r0.dequeue(T), r1.dequeue(T)] == ["ready", "ready"]
