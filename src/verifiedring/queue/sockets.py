@@ -52,7 +52,7 @@ import zmq
 from ..errors import BrokenPeerError, MisuseError
 from ..leftovers import ipc_directory
 from ..waiting import Deadline, StallLog, wait_readable
-from .curve import CurveKeys, ServerKeys, connect_as_reader, serve
+from .curve import MAX_INBOUND_BYTES, CurveKeys, ServerKeys, connect_as_reader, serve
 from .wire import CONTROL_MESSAGES, LENGTH
 
 #: The longest an XPUB send may block (it never should: see High-water marks).
@@ -155,6 +155,7 @@ def _xpub(ctx: zmq.Context[Any], hwm: int) -> zmq.Socket[Any]:
     sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
     sock.setsockopt(zmq.SNDHWM, hwm)
     sock.setsockopt(zmq.RCVHWM, 0)  # subscription messages: bounded by reader count
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_INBOUND_BYTES)  # a subscription is a hello or b""
     return sock
 
 
