@@ -113,3 +113,54 @@ def test_read_only_buffers_are_copied_before_enqueue_returns(
     for r in readers:
         got = r.dequeue(timeout=T)
         assert np.array_equal(got["arr"], np.arange(1 << 20, dtype=np.int64))
+
+
+class _Interrupt(BaseException):
+    """Stands in for KeyboardInterrupt delivered at a call."""
+
+
+def test_an_interrupt_at_the_release_fence_still_releases(
+    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CPython delivers an asynchronous exception at a call; the reader's release follows
+    the FR2 fence call, so one landing there must not skip the release (before the fix:
+    the same message was read twice)."""
+    from verifiedring import cursors
+
+    w, (r,) = queues(1, 0)
+    for i in range(3):
+        w.enqueue(i, timeout=T)
+    real, calls = cursors.fence, []
+
+    def interrupted_fence() -> None:
+        real()
+        calls.append(1)
+        if len(calls) == 3:  # the reader's FR0, FR1, then FR2: interrupt it
+            raise _Interrupt
+
+    monkeypatch.setattr(cursors, "fence", interrupted_fence)
+    with pytest.raises(_Interrupt):
+        r.dequeue(timeout=T)
+    monkeypatch.setattr(cursors, "fence", real)
+    assert [r.dequeue(timeout=T), r.dequeue(timeout=T)] == [1, 2]  # 0 was consumed once
+
+
+def test_an_interrupt_after_publish_breaks_the_writer(
+    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from verifiedring.queue import writer as writer_module
+
+    w, (r, _remote) = queues(1, 1)
+
+    def interrupted(*args: Any) -> None:
+        raise _Interrupt
+
+    monkeypatch.setattr(writer_module, "send_frames", interrupted)
+    with pytest.raises(_Interrupt):
+        w.enqueue("published, never sent remotely", timeout=T)
+    monkeypatch.undo()
+    with pytest.raises(BrokenPeerError, match="sending message seq 0 was interrupted"):
+        w.enqueue("next", timeout=T)
+    assert r.dequeue(timeout=T) == "published, never sent remotely"  # the ring has it

@@ -338,14 +338,19 @@ class ReaderCursor(_Cursor):
         self._holding = False
         if obs is not None:
             obs.after_step(self.actor, READER_READ_PAYLOAD, i, None)
-        fence()  # FR2: payload loads before the release store
-        # spec: ReaderRelease (also when the body raised)
-        if obs is not None:
-            obs.before_step(self.actor, READER_RELEASE, i, None)
-        self._flags[i][self._own] = 1
-        self.index = (i + 1) % self._max_chunks
-        if obs is not None:
-            obs.after_step(self.actor, READER_RELEASE, i, None)
+        try:
+            fence()  # FR2: payload loads before the release store
+        finally:
+            # spec: ReaderRelease -- also when the body raised, and when an asynchronous
+            # exception (KeyboardInterrupt) is delivered at the fence call, which
+            # CPython 3.11+ does once the call has returned; no call stands between
+            # the store and the index update, so nothing can land between them.
+            if obs is not None:
+                obs.before_step(self.actor, READER_RELEASE, i, None)
+            self._flags[i][self._own] = 1
+            self.index = (i + 1) % self._max_chunks
+            if obs is not None:
+                obs.after_step(self.actor, READER_RELEASE, i, None)
 
     def _describe_wait(self) -> str:
         return (

@@ -220,10 +220,19 @@ class QueueWriter(MessageQueue):
                 raise self._ring_stalled(cursor, seq, exc) from None
         if overflow or credit is not None:
             parts = wire.frame_parts(seq, p)
-            self._send_all(
-                parts if overflow else None, parts,
-                f"overflow frame seq {seq}", f"remote frame seq {seq}",
-            )
+            try:
+                self._send_all(
+                    parts if overflow else None, parts,
+                    f"overflow frame seq {seq}", f"remote frame seq {seq}",
+                )
+            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                if self._refusal is None:
+                    self._refusal = (
+                        BrokenPeerError,
+                        f"broken since sending message seq {seq} was interrupted "
+                        f"({type(exc).__name__}) after it was published",
+                    )
+                raise
         self._seq = seq + 1
 
     def _send_all(
