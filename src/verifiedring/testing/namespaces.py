@@ -1,0 +1,649 @@
+"""Run a command or a Python callable in fresh Linux namespaces, bounded, with what it left.
+
+Each run gets its own mount, network, UTS, IPC and PID namespaces (``unshare
+--mount --net --uts --ipc --pid --fork``): a private tmpfs of a chosen size on
+``/dev/shm``, a private tmpfs as ``TMPDIR``, only a loopback interface (up),
+its own host name and, optionally, its own ``/etc/hosts``. So a test can fill
+``/dev/shm`` without touching the host, and everything left in ``/dev/shm``
+or ``TMPDIR`` at the end is the run's own.
+
+Inside, a small init (this file run as a script, pid 1 of the namespace)
+sets the namespace up, runs the target as its child, reaps every process that
+is re-parented to it, and at the end -- the target exited, or the time ran
+out -- gives the remaining processes ``settle`` seconds, SIGKILLs the
+stragglers, then lists ``/dev/shm`` and ``TMPDIR`` *from inside* before the
+namespace goes away. The PID namespace is what makes the clean-up total:
+when its init exits, the kernel kills every process left in it, and with it
+the mounts go. After each run the host checks that no process of the
+namespace remains (:attr:`NamespaceResult.lingering`, always empty unless
+the kernel misbehaves) and that none of the run's mounts is visible on the
+host.
+
+API
+---
+* :func:`namespaces_available` / :func:`unavailable_reason` -- the probe
+  (root, Linux, ``unshare``, and a real trial run); tests skip with the reason.
+* :func:`run_command` (any argv), :func:`run_script` (``python ARGS``) and
+  :func:`run_callable` (``fn(*args, **kwargs)``, its return value or its
+  traceback pickled back) -- one bounded run, a :class:`NamespaceResult`.
+* :class:`Namespace` -- the same in steps: :meth:`~Namespace.start`,
+  optionally ``gated`` so the host can configure the namespace (e.g. move one
+  end of a veth pair into :attr:`~Namespace.netns_path`) before
+  :meth:`~Namespace.release` lets the ``setup`` commands and the target run,
+  then :meth:`~Namespace.finish`. A later several-hosts fixture builds on this.
+
+Only the standard library is imported (neither torch nor zmq), and the init
+imports nothing of this package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import pickle
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Namespace",
+    "NamespaceResult",
+    "Sandbox",
+    "namespaces_available",
+    "run_callable",
+    "run_command",
+    "run_script",
+    "unavailable_reason",
+]
+
+MIB = 1024 * 1024
+#: How long the host waits for the namespace's processes to be gone after its init exits.
+TEARDOWN_TIMEOUT = 5.0
+UNSHARE = (
+    "unshare", "--mount", "--net", "--uts", "--ipc", "--pid", "--fork", "--kill-child",
+    "--mount-proc", "--propagation", "private",
+)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How a namespace is set up, and the bounds of a run in it."""
+
+    #: Size of the private tmpfs on /dev/shm.
+    shm_bytes: int = 16 * MIB
+    #: Size of the private tmpfs that is TMPDIR.
+    tmp_bytes: int = 16 * MIB
+    #: The namespace's host name (UTS namespace).
+    hostname: str = "vr-sandbox"
+    #: Seconds the target may run; then it and every other process are killed.
+    timeout: float = 60.0
+    #: Seconds the processes the target left running may go on after it exited
+    #: (e.g. a resource tracker finishing its clean-up); then they are SIGKILLed.
+    settle: float = 5.0
+    #: Added to the environment of the target (TMPDIR is set to the private tmpfs).
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: The target's working directory (default: the caller's).
+    cwd: str | None = None
+    #: Extra ``/etc/hosts`` lines (name -> address), bind-mounted over the file inside.
+    hosts: Mapping[str, str] = field(default_factory=dict)
+    #: Commands run inside (as root, after the mounts, before the target), each
+    #: bounded by ``timeout``; one that fails ends the run (``setup_error``).
+    setup: Sequence[Sequence[str]] = ()
+
+
+@dataclass(frozen=True)
+class NamespaceResult:
+    """What one run did and left."""
+
+    #: The target's exit status (negative: the signal that killed it); ``None`` if it
+    #: never ended by itself (timed out, or the namespace could not be set up).
+    returncode: int | None
+    stdout: str
+    stderr: str
+    #: The target was still running at ``Sandbox.timeout`` (or the host's backstop).
+    timed_out: bool
+    #: Seconds from the target's start to its end, measured inside.
+    elapsed: float
+    #: What was in the private /dev/shm at the end (relative paths, directories end in "/").
+    shm_left: tuple[str, ...]
+    #: What was in the private TMPDIR at the end.
+    tmp_left: tuple[str, ...]
+    #: Processes still running ``settle`` seconds after the target ended (killed then).
+    stragglers: tuple[str, ...]
+    #: Host pids of processes still in the namespace after the run (should be empty).
+    lingering: tuple[int, ...]
+    #: Why the namespace could not be set up, if it could not.
+    setup_error: str | None = None
+    #: :func:`run_callable`: what the callable returned.
+    value: Any = None
+    #: :func:`run_callable`: the traceback of what it raised, if it raised.
+    raised: str | None = None
+
+    @property
+    def left(self) -> tuple[str, ...]:
+        """Every entry left, as ``shm:<name>`` and ``tmp:<name>``."""
+        return tuple(f"shm:{n}" for n in self.shm_left) + tuple(f"tmp:{n}" for n in self.tmp_left)
+
+    def describe(self) -> str:
+        """Everything, for an assertion message."""
+        return (
+            f"returncode={self.returncode} timed_out={self.timed_out} elapsed={self.elapsed:.2f}s "
+            f"setup_error={self.setup_error!r}\nleft={list(self.left)} stragglers="
+            f"{list(self.stragglers)} lingering={list(self.lingering)}\nraised={self.raised}\n"
+            f"--- stdout ---\n{self.stdout[-6000:]}\n--- stderr ---\n{self.stderr[-6000:]}"
+        )
+
+    def check(self) -> Any:
+        """The callable's value; raise :class:`AssertionError` describing the run unless
+        it exited 0, in time, without raising, and the namespace was torn down."""
+        if (
+            self.returncode != 0 or self.timed_out or self.setup_error or self.raised
+            or self.lingering
+        ):
+            raise AssertionError(f"namespace run failed:\n{self.describe()}")
+        return self.value
+
+
+# --- the host side -------------------------------------------------------------
+
+
+def _proc_children(pid: int) -> list[int]:
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+    return out
+
+
+def _in_namespace(ns_ids: Mapping[str, str]) -> list[int]:
+    """Host pids of processes in any of the namespaces ``ns_ids`` (kind -> id)."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        for kind, ident in ns_ids.items():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/{kind}") == ident:
+                    found.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def _mounted_under(path: str) -> list[str]:
+    """Host mount points at or below ``path``."""
+    out: list[str] = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4]
+            if point == path or point.startswith(path + "/"):
+                out.append(point)
+    return out
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+class Namespace:
+    """One run of ``argv`` in fresh namespaces, in steps (see the module docstring).
+
+    Use as a context manager, or call :meth:`finish` (or :meth:`kill`): either
+    way the namespace is gone and its work directory removed afterwards.
+    """
+
+    def __init__(self, argv: Sequence[str], sandbox: Sandbox | None = None, *,
+                 gated: bool = False) -> None:
+        self.argv = list(argv)
+        self.sandbox = sandbox or Sandbox()
+        self.gated = gated
+        base = "/tmp" if os.path.isdir("/tmp") else None  # short: ipc paths have a limit
+        #: Host directory of the run: config, report, output; ``tmp`` is TMPDIR's mount point.
+        self.work = tempfile.mkdtemp(prefix="vr-ns-", dir=base)
+        self.tmpdir = os.path.join(self.work, "tmp")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._started = 0.0
+        self._result: NamespaceResult | None = None
+
+    # paths inside the work directory
+    def _path(self, name: str) -> str:
+        return os.path.join(self.work, name)
+
+    def start(self) -> Namespace:
+        """Start the namespace (and, unless ``gated``, the target)."""
+        sb = self.sandbox
+        os.mkdir(self.tmpdir, 0o700)
+        config = {
+            "argv": self.argv, "shm_bytes": int(sb.shm_bytes), "tmp_bytes": int(sb.tmp_bytes),
+            "hostname": sb.hostname, "timeout": float(sb.timeout), "settle": float(sb.settle),
+            "env": {**os.environ, **sb.env, "TMPDIR": self.tmpdir},
+            "cwd": sb.cwd or os.getcwd(), "hosts": dict(sb.hosts),
+            "setup": [list(c) for c in sb.setup], "gated": self.gated, "tmpdir": self.tmpdir,
+        }
+        with open(self._path("config.json"), "w") as f:
+            json.dump(config, f)
+        with open(self._path("stdout"), "wb") as out, open(self._path("stderr"), "wb") as err:
+            self._proc = subprocess.Popen(
+                [*UNSHARE, sys.executable, "-S", os.path.abspath(__file__), "--init", self.work],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+            )
+        self._started = time.monotonic()
+        return self
+
+    def _ns_ids(self, wait: float = 0.0) -> dict[str, str]:
+        deadline = time.monotonic() + wait
+        while True:
+            text = _read(self._path("ns.json"))
+            if text:
+                ids: dict[str, str] = json.loads(text)
+                return ids
+            if time.monotonic() >= deadline or (self._proc and self._proc.poll() is not None):
+                return {}
+            time.sleep(0.01)
+
+    @property
+    def init_pid(self) -> int | None:
+        """Host pid of the namespace's init (pid 1 inside), once it runs."""
+        if self._proc is None:
+            return None
+        ids = self._ns_ids(wait=10.0)
+        for child in _proc_children(self._proc.pid):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{child}/ns/pid") == ids.get("pid_for_children"):
+                    return child
+        return None
+
+    @property
+    def netns_path(self) -> str | None:
+        """``/proc/<pid>/ns/net`` of the namespace (for ``ip link set ... netns``)."""
+        pid = self.init_pid
+        return None if pid is None else f"/proc/{pid}/ns/net"
+
+    def release(self) -> None:
+        """A gated namespace: run the setup commands and the target now."""
+        with open(self._path("go.tmp"), "w") as f:
+            f.write("go")
+        os.rename(self._path("go.tmp"), self._path("go"))
+
+    def finish(self, timeout: float | None = None) -> NamespaceResult:
+        """Wait for the run to end (at most ``timeout``, default the sandbox's bound plus
+        a margin), tear everything down, and return what happened."""
+        if self._result is not None:
+            return self._result
+        proc = self._proc
+        if proc is None:
+            raise RuntimeError("Namespace.finish() before start()")
+        sb = self.sandbox
+        if timeout is None:
+            timeout = sb.timeout + sb.settle + 2 * TEARDOWN_TIMEOUT + 10.0
+            if self.gated:
+                timeout += sb.timeout
+        backstop = False
+        try:
+            proc.wait(max(timeout - (time.monotonic() - self._started), 0.0))
+        except subprocess.TimeoutExpired:
+            backstop = True
+        ids = self._ns_ids()
+        self._kill_all()
+        lingering = self._await_teardown(ids)
+        self._result = self._collect(backstop, lingering)
+        self._remove_work()
+        return self._result
+
+    def kill(self) -> None:
+        """End the run now (everything in it is killed), and clean up."""
+        if self._proc is not None and self._result is None:
+            ids = self._ns_ids()
+            self._kill_all()
+            self._await_teardown(ids)
+        self._remove_work()
+
+    def _kill_all(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                # unshare and its init; the kernel kills the rest of the PID namespace
+                os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(TEARDOWN_TIMEOUT)
+
+    @staticmethod
+    def _await_teardown(ids: Mapping[str, str]) -> tuple[int, ...]:
+        if not ids:
+            return ()
+        ids = {k: v for k, v in ids.items() if k in ("pid_for_children", "mnt", "net")}
+        ids["pid"] = ids.pop("pid_for_children", "")
+        deadline = time.monotonic() + TEARDOWN_TIMEOUT
+        while True:
+            left = _in_namespace(ids)
+            if not left or time.monotonic() >= deadline:
+                return tuple(left)
+            time.sleep(0.02)
+
+    def _collect(self, backstop: bool, lingering: tuple[int, ...]) -> NamespaceResult:
+        report: dict[str, Any] = {}
+        text = _read(self._path("report.json"))
+        if text:
+            report = json.loads(text)
+        mounts = _mounted_under(self.work)
+        setup_error = report.get("setup_error")
+        if not report:
+            setup_error = setup_error or (
+                "the namespace's init reported nothing" + (" (killed at the host's backstop)"
+                                                           if backstop else "")
+            )
+        if mounts:
+            setup_error = f"{setup_error or ''} mounts left on the host: {mounts}".strip()
+        value, raised = None, None
+        result_path = self._path("result.pkl")
+        if os.path.exists(result_path):
+            with open(result_path, "rb") as f:
+                kind, payload = pickle.load(f)
+            if kind == "ok":
+                value = payload
+            else:
+                raised = payload
+        return NamespaceResult(
+            returncode=report.get("returncode"),
+            stdout=_read(self._path("stdout")),
+            stderr=_read(self._path("stderr")),
+            timed_out=backstop or bool(report.get("timed_out")),
+            elapsed=float(report.get("elapsed", time.monotonic() - self._started)),
+            shm_left=tuple(report.get("shm_left", ())),
+            tmp_left=tuple(report.get("tmp_left", ())),
+            stragglers=tuple(report.get("stragglers", ())),
+            lingering=lingering,
+            setup_error=setup_error,
+            value=value,
+            raised=raised,
+        )
+
+    def _remove_work(self) -> None:
+        if not _mounted_under(self.work):  # never recurse into a mount (it would be the host's)
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def __enter__(self) -> Namespace:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._result is None:
+            self.kill()
+
+
+def run_command(argv: Sequence[str], sandbox: Sandbox | None = None) -> NamespaceResult:
+    """Run ``argv`` in fresh namespaces (see :class:`Sandbox`), bounded; always cleans up."""
+    ns = Namespace(argv, sandbox)
+    try:
+        ns.start()
+        return ns.finish()
+    finally:
+        ns.kill()
+
+
+def run_script(args: Sequence[str], sandbox: Sandbox | None = None) -> NamespaceResult:
+    """``python ARGS`` (e.g. ``["-m", "pkg.driver", "case"]``) in fresh namespaces,
+    with this process's ``sys.path`` on its PYTHONPATH."""
+    return run_command([sys.executable, *args], _with_path(sandbox or Sandbox()))
+
+
+def run_callable(
+    fn: Callable[..., Any], *args: Any, sandbox: Sandbox | None = None, **kwargs: Any
+) -> NamespaceResult:
+    """``fn(*args, **kwargs)`` in a child process in fresh namespaces; ``fn`` must be
+    importable by name (a module-level function) and its arguments and return value
+    picklable. The result's ``value`` is what it returned, ``raised`` the traceback of
+    what it raised (then the exit status is 1)."""
+    ns = Namespace([sys.executable, os.path.abspath(__file__), "--call"],
+                   _with_path(sandbox or Sandbox()))
+    try:
+        with open(os.path.join(ns.work, "call.pkl"), "wb") as f:
+            pickle.dump((fn, args, kwargs), f)
+        ns.argv.append(ns.work)
+        ns.start()
+        return ns.finish()
+    finally:
+        ns.kill()
+
+
+def _with_path(sandbox: Sandbox) -> Sandbox:
+    from dataclasses import replace
+
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    extra = sandbox.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    env = {**sandbox.env, "PYTHONPATH": os.pathsep.join([*paths, *([extra] if extra else [])])}
+    return replace(sandbox, env=env)
+
+
+_probe: list[str | None] = []
+
+
+def unavailable_reason() -> str | None:
+    """Why namespaces cannot be used here (``None``: they can). Probed once."""
+    if not _probe:
+        _probe.append(_probe_once())
+    return _probe[0]
+
+
+def namespaces_available() -> bool:
+    """Whether :func:`run_command` and friends work here (root on Linux with unshare)."""
+    return unavailable_reason() is None
+
+
+def _probe_once() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return f"Linux namespaces need Linux, this is {sys.platform}"
+    if os.geteuid() != 0:
+        return "mounting a private /dev/shm in a fresh namespace needs root"
+    if shutil.which("unshare") is None:
+        return "util-linux unshare is not installed"
+    code = (
+        "import os,socket;s=os.statvfs('/dev/shm');"
+        "assert s.f_blocks*s.f_frsize<=2*1024*1024, s;"
+        "assert socket.gethostname()=='vr-probe';"
+        "assert os.getpid()==2, os.getpid();"
+        "socket.create_server(('127.0.0.1',0)).close()"
+    )
+    try:
+        result = run_command(
+            [sys.executable, "-c", code],
+            Sandbox(shm_bytes=MIB, tmp_bytes=MIB, hostname="vr-probe", timeout=20, settle=1),
+        )
+    except OSError as exc:
+        return f"cannot start unshare: {exc}"
+    if result.returncode != 0 or result.setup_error or result.lingering:
+        return f"a trial namespace failed: {result.describe()}"
+    return None
+
+
+# --- the init, pid 1 inside the namespace ------------------------------------------
+
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.mount(
+        source.encode(), target.encode(), None if fstype is None else fstype.encode(),
+        ctypes.c_ulong(flags), None if data is None else data.encode(),
+    )
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target} ({fstype}, {data}): {os.strerror(err)}")
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sH", b"lo", 0)
+        flags = struct.unpack("16sH", fcntl.ioctl(s, _SIOCGIFFLAGS, req + b"\0" * 22)[:18])[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | _IFF_UP) + b"\0" * 22)
+
+
+def _listing(top: str) -> list[str]:
+    out: list[str] = []
+    for root, dirs, files in os.walk(top):
+        rel = os.path.relpath(root, top)
+        for d in dirs:
+            out.append(os.path.normpath(os.path.join(rel, d)) + "/")
+        for name in files:
+            out.append(os.path.normpath(os.path.join(rel, name)))
+    return sorted(out)
+
+
+def _cmdline(pid: int) -> str:
+    raw = _read(f"/proc/{pid}/cmdline")
+    return f"pid {pid}: " + (raw.replace("\0", " ").strip() or "?")
+
+
+def _others() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+
+
+def _reap(target: int, status: list[int]) -> bool:
+    """Reap every exited child without blocking; true while any child remains."""
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+        if pid == target:
+            status.append(st)
+
+
+def _init(work: str) -> int:
+    """pid 1 of the namespace: set up, run the target, settle, list, report."""
+    with open(os.path.join(work, "config.json")) as f:
+        cfg = json.load(f)
+    ids = {k: os.readlink(f"/proc/self/ns/{k}") for k in ("pid_for_children", "mnt", "net")}
+    with open(os.path.join(work, "ns.json"), "w") as f:
+        json.dump(ids, f)
+    report: dict[str, Any] = {"returncode": None, "timed_out": False, "elapsed": 0.0}
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    t0 = time.monotonic()
+    try:
+        _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV,
+               f"size={cfg['shm_bytes']},mode=1777")
+        _mount("tmpfs", cfg["tmpdir"], "tmpfs", _MS_NOSUID | _MS_NODEV,
+               f"size={cfg['tmp_bytes']},mode=1777")
+        socket.sethostname(cfg["hostname"])
+        _loopback_up()
+        if cfg["hosts"]:
+            hosts = os.path.join(work, "hosts")
+            with open("/etc/hosts") as f:
+                base = f.read()
+            lines = "".join(f"{addr} {name}\n" for name, addr in cfg["hosts"].items())
+            with open(hosts, "w") as f:
+                f.write(base.rstrip("\n") + "\n" + lines)
+            _mount(hosts, "/etc/hosts", None, _MS_BIND, None)
+        if cfg["gated"]:
+            deadline = time.monotonic() + cfg["timeout"]
+            while not os.path.exists(os.path.join(work, "go")):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError("never released")
+                time.sleep(0.01)
+        for command in cfg["setup"]:
+            done = subprocess.run(command, capture_output=True, timeout=cfg["timeout"], text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"setup {command} exited {done.returncode}: {done.stderr}")
+    except Exception as exc:
+        report["setup_error"] = f"{type(exc).__name__}: {exc}"
+        return _finish(work, cfg, report)
+    t0 = time.monotonic()
+    target = os.fork()
+    if target == 0:  # the target
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
+            os.chdir(cfg["cwd"])
+            os.execvpe(cfg["argv"][0], cfg["argv"], cfg["env"])
+        finally:
+            os._exit(127)
+    status: list[int] = []
+    deadline = t0 + cfg["timeout"]
+    while True:
+        _reap(target, status)
+        if status:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            report["timed_out"] = True
+            break
+        signal.sigtimedwait({signal.SIGCHLD}, min(left, 0.5))
+    report["elapsed"] = time.monotonic() - t0
+    if status:
+        report["returncode"] = os.waitstatus_to_exitcode(status[0])
+        settle_until = time.monotonic() + cfg["settle"]
+        while _reap(target, status) and time.monotonic() < settle_until:
+            signal.sigtimedwait({signal.SIGCHLD}, 0.05)
+    return _finish(work, cfg, report)
+
+
+def _finish(work: str, cfg: Mapping[str, Any], report: dict[str, Any]) -> int:
+    others = _others()
+    report["stragglers"] = [_cmdline(p) for p in others]
+    if others:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)  # pid 1: every other process of the namespace
+        until = time.monotonic() + 5.0
+        while _others() and time.monotonic() < until:
+            _reap(0, [])
+            time.sleep(0.01)
+    report["shm_left"] = _listing("/dev/shm")
+    report["tmp_left"] = _listing(cfg["tmpdir"])
+    tmp = os.path.join(work, "report.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(report, f)
+    os.rename(tmp, os.path.join(work, "report.json"))
+    return 0
+
+
+def _call(work: str) -> int:
+    """The target of :func:`run_callable`: unpickle the call, run it, pickle the outcome."""
+    with open(os.path.join(work, "call.pkl"), "rb") as f:
+        fn, args, kwargs = pickle.load(f)
+    code = 0
+    try:
+        outcome: tuple[str, Any] = ("ok", fn(*args, **kwargs))
+    except BaseException:
+        outcome, code = ("raised", traceback.format_exc()), 1
+    try:
+        data = pickle.dumps(outcome)
+    except Exception:
+        data = pickle.dumps(("raised", "the value could not be pickled:\n" +
+                             traceback.format_exc()))
+        code = 1
+    with open(os.path.join(work, "result.pkl"), "wb") as f:
+        f.write(data)
+    return code
+
+
+if __name__ == "__main__":
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]  # this file's directory is no package root
+    if len(sys.argv) == 3 and sys.argv[1] == "--init":
+        sys.exit(_init(sys.argv[2]))
+    if len(sys.argv) == 3 and sys.argv[1] == "--call":
+        sys.exit(_call(sys.argv[2]))
+    sys.exit(f"usage: {sys.argv[0]} --init WORK | --call WORK (used by Namespace)")

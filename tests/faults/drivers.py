@@ -1,0 +1,893 @@
+"""What runs inside each namespace: one driver function per case, and its processes.
+
+A driver runs as the target of :func:`verifiedring.testing.namespaces.run_callable`
+(so inside the namespace: private /dev/shm and TMPDIR, only loopback, host name
+:data:`HOST`), starts the case's other processes (``spawn``, or ``subprocess``
+where a real process exit is the point), injects the fault, and returns a dict
+of what it observed -- error types, messages, measured times -- for the test to
+assert. Every wait here is bounded.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import logging
+import math
+import multiprocessing as mp
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from verifiedring import MessageQueue, MisuseError, RingTimeoutError
+from verifiedring.queue.handle import Handle
+
+HOST = "vr-fault"
+LOOPBACK = "127.0.0.1"
+T = 20.0  # the bound of any single wait that should succeed
+BOUND = 10.0  # the bound of a wait that must end with an error
+SHM_DIR = "/dev/shm"
+SMALL = 64 * 1024  # max_chunk_bytes of most cases: their rings fit a small /dev/shm
+
+Obs = dict[str, Any]
+
+
+# --- small tools -------------------------------------------------------------------
+
+
+def spawn() -> Any:
+    return mp.get_context("spawn")
+
+
+def listing() -> list[str]:
+    """This namespace's /dev/shm and TMPDIR, as ``shm:<name>`` / ``tmp:<name>``."""
+    out = [f"shm:{n}" for n in sorted(os.listdir(SHM_DIR))]
+    out += [f"tmp:{n}" for n in sorted(os.listdir(tempfile.gettempdir()))]
+    return out
+
+
+def others() -> list[int]:
+    """Processes of this PID namespace other than init (1), this one and its children."""
+    me = os.getpid()
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    return [p for p in pids if p not in (1, me) and _ppid(p) != me]
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def wait_alone(bound: float = 10.0) -> float:
+    """Wait until no process but init, this one and its children runs (e.g. a dead
+    writer's resource tracker finishing); the seconds it took."""
+    t0 = time.monotonic()
+    while others() and time.monotonic() - t0 < bound:
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def outcome(call: Callable[[], Any], bound: float = BOUND) -> Obs:
+    """Run ``call`` in a thread for at most ``bound`` s: what it raised or returned, when."""
+    box: list[Any] = []
+    t0 = time.monotonic()
+
+    def run() -> None:
+        try:
+            box.append(("ok", call()))
+        except BaseException as exc:  # handed to the test
+            box.append(("raised", exc))
+        box.append(time.monotonic())
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(bound)
+    if not box:
+        return {"error": None, "hung": True, "seconds": bound, "message": "", "value": None}
+    kind, what = box[0]
+    seconds = box[1] - t0
+    if kind == "ok":
+        return {"error": None, "hung": False, "seconds": seconds, "message": "", "value": what}
+    return {
+        "error": type(what).__name__, "hung": False, "seconds": seconds, "message": str(what),
+        "value": None, "kinds": kinds(what),
+    }
+
+
+def error_of(call: Callable[[], Any]) -> Obs:
+    """What ``call`` raised at once (type name and message); error None if nothing."""
+    try:
+        call()
+    except Exception as exc:
+        return {"error": type(exc).__name__, "message": str(exc), "kinds": kinds(exc)}
+    return {"error": None, "message": "", "kinds": []}
+
+
+def kinds(exc: BaseException) -> list[str]:
+    """The names of the classes ``exc`` is an instance of (a subclass still counts)."""
+    return [c.__name__ for c in type(exc).__mro__]
+
+
+def pair(n_reader: int = 1, n_local: int = 1, **kw: Any) -> tuple[MessageQueue, MessageQueue]:
+    """A writer and its one reader in this process, handshaken."""
+    w = MessageQueue(n_reader, n_local, **kw)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0 if n_local else 1)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    return w, r
+
+
+def round_trip(w: MessageQueue, readers: list[MessageQueue], obj: Any) -> bool:
+    w.enqueue(obj, timeout=T)
+    return all(r.dequeue(T) == obj for r in readers)
+
+
+def reap(procs: list[Any]) -> None:
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(p.pid, signal.SIGCONT)
+            p.kill()
+        p.join(T)
+
+
+class Logs(logging.Handler):
+    """The verifiedring logger's records while it is installed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[Logs]:
+        log = logging.getLogger("verifiedring")
+        log.addHandler(self)
+        old = log.level
+        log.setLevel(logging.DEBUG)
+        try:
+            yield self
+        finally:
+            log.removeHandler(self)
+            log.setLevel(old)
+
+
+# --- processes of the cases ----------------------------------------------------
+
+
+def reader_proc(handle: Handle, rank: int, out: Any, stop: Any) -> None:
+    """Attach ``rank``, then report every message (rank, value) until ``stop`` is set or
+    an error other than a timeout ends it: then (rank, "error", type, message)."""
+    with MessageQueue.create_from_handle(handle, rank) as r:
+        r.wait_until_ready(T)
+        out.put((rank, "ready", os.getpid()))
+        while not stop.is_set():
+            try:
+                out.put((rank, "got", r.dequeue(0.2)))
+            except RingTimeoutError:
+                continue
+            except Exception as exc:
+                out.put((rank, "error", type(exc).__name__, str(exc)))
+                return
+
+
+def writer_proc(
+    n_reader: int, n_local: int, out: Any, go: Any, group: bool, overflow_death: Any
+) -> None:
+    """A writer: handshake, send "first", wait for ``go``; then (overflow_death) send a
+    large object and die right after publishing its overflow marker."""
+    if group:
+        os.setpgid(0, 0)  # before the resource tracker starts: it joins this group
+    if overflow_death is not None:
+        from verifiedring.queue.writer import QueueWriter
+
+        send_all = QueueWriter._send_all
+
+        def dying_send_all(self: Any, local: Any, remote: Any, what: str, rwhat: str) -> None:
+            if local is not None and what.startswith("overflow frame"):
+                overflow_death.set()  # the marker is in the ring: its frame never follows
+                os.kill(os.getpid(), signal.SIGKILL)
+            send_all(self, local, remote, what, rwhat)
+
+        QueueWriter._send_all = dying_send_all  # type: ignore[method-assign]
+    kw: dict[str, Any] = {"max_chunk_bytes": 1024, "max_chunks": 2}
+    if n_local < n_reader:
+        kw["connect_ip"] = LOOPBACK
+    with MessageQueue(n_reader, n_local, **kw) as w:
+        out.put((w.export_handle(), os.getpid()))
+        w.wait_until_ready(T)
+        w.enqueue("first", timeout=T)
+        go.wait(T)
+        if overflow_death is not None:
+            w.enqueue(b"x" * 10_000, timeout=T)  # too large for a chunk: marker, then frame
+        time.sleep(T)  # killed here
+
+
+def collect(out: Any, want: Callable[[list[tuple[Any, ...]]], bool], bound: float = T) -> list[
+    tuple[Any, ...]
+]:
+    """Reports from ``out`` until ``want(reports)`` or ``bound`` seconds."""
+    got: list[tuple[Any, ...]] = []
+    deadline = time.monotonic() + bound
+    while not want(got) and time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            got.append(out.get(timeout=0.1))
+    return got
+
+
+def received(reports: list[tuple[Any, ...]], rank: int) -> list[Any]:
+    return [r[2] for r in reports if r[0] == rank and r[1] == "got"]
+
+
+# --- dead and stopped readers ----------------------------------------------------
+
+
+def reader_killed(channel: str) -> Obs:
+    """Two readers; SIGKILL rank 1; the writer, filling with timeout=None, is told."""
+    ctx = spawn()
+    out, stop = ctx.Queue(), ctx.Event()
+    local = channel == "local"
+    w = MessageQueue(
+        2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
+        max_chunk_bytes=SMALL, remote_window=4,
+    )
+    h = w.export_handle()
+    procs = [ctx.Process(target=reader_proc, args=(h, rank, out, stop)) for rank in (0, 1)]
+    for p in procs:
+        p.start()
+    obs: Obs = {"pids": [p.pid for p in procs]}
+    try:
+        w.wait_until_ready(T)
+        w.enqueue("one", timeout=T)
+        collect(out, lambda g: len([x for x in g if x[1] == "got"]) == 2)
+        sent = ["one"]
+        os.kill(procs[1].pid, signal.SIGKILL)
+        t_kill = time.monotonic()
+
+        def fill() -> None:
+            while True:  # the ring (2 chunks) or the window (4) fills, then it waits
+                w.enqueue(f"more {len(sent)}", timeout=None)
+                sent.append(f"more {len(sent)}")
+
+        obs["fill"] = outcome(fill)
+        obs["detect_seconds"] = time.monotonic() - t_kill
+        obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
+        reports = collect(out, lambda g: len(received(g, 0)) >= len(sent) - 1, bound=5.0)
+        obs["rank0_got"] = ["one", *received(reports, 0)]
+        obs["sent"] = sent
+        obs["rank0_errors"] = [r for r in reports if r[0] == 0 and r[1] == "error"]
+    finally:
+        stop.set()
+        reap(procs)
+        w.close()
+    return obs
+
+
+def reader_stopped() -> Obs:
+    """Local ranks 0, 1 and remote rank 2; SIGSTOP rank 1: the writer's timeouts and
+    stall log name rank 1, ranks 0 and 2 get every message; after SIGCONT all is well."""
+    ctx = spawn()
+    out, stop = ctx.Queue(), ctx.Event()
+    w = MessageQueue(
+        3, 2, [0, 1], connect_ip=LOOPBACK, max_chunks=4, max_chunk_bytes=SMALL, remote_window=64
+    )
+    h = w.export_handle()
+    procs = [ctx.Process(target=reader_proc, args=(h, rank, out, stop)) for rank in (0, 1, 2)]
+    for p in procs:
+        p.start()
+    obs: Obs = {"pids": [p.pid for p in procs]}
+    sent: list[Any] = []
+    try:
+        w.wait_until_ready(T)
+        for i in range(2):
+            w.enqueue(i, timeout=T)
+            sent.append(i)
+        reports = collect(out, lambda g: all(len(received(g, r)) == 2 for r in (0, 1, 2)))
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        errors = []
+        for i in range(2, 12):
+            try:
+                w.enqueue(i, timeout=0.5)
+                sent.append(i)
+            except RingTimeoutError as exc:
+                errors.append(str(exc))
+                break
+        obs["timeout_message"] = errors[0] if errors else None
+        obs["sent_while_stopped"] = len(sent) - 2
+        w.log_interval = 0.2
+        with Logs().installed() as logs:
+            obs["stalled"] = error_of(lambda: w.enqueue("stalled", timeout=1.0))
+        obs["stall_log"] = logs.lines
+        reports += collect(
+            out, lambda g: all(len(received(reports + g, r)) == len(sent) for r in (0, 2))
+        )
+        obs["others_got"] = {r: received(reports, r) for r in (0, 2)}
+        obs["others_errors"] = [r for r in reports if r[1] == "error"]
+        obs["sent"] = list(sent)
+        os.kill(procs[1].pid, signal.SIGCONT)
+        w.enqueue("after", timeout=T)
+        sent.append("after")
+        more = collect(out, lambda g: all(len(received(reports + g, r)) == len(sent)
+                                          for r in (0, 1, 2)))
+        reports += more
+        obs["all_got"] = {r: received(reports, r) for r in (0, 1, 2)}
+        obs["all_sent"] = sent
+    finally:
+        stop.set()
+        reap(procs)
+        w.close()
+    return obs
+
+
+# --- dead writers --------------------------------------------------------------------
+
+
+def writer_killed(channel: str, group: bool) -> Obs:
+    """This process is reader 0 of a spawned writer; SIGKILL the writer (or its whole
+    process group): dequeue(timeout=None) raises BrokenPeerError naming it."""
+    ctx = spawn()
+    out, go = ctx.Queue(), ctx.Event()
+    local = channel == "local"
+    proc = ctx.Process(target=writer_proc, args=(1, 1 if local else 0, out, go, group, None))
+    proc.start()
+    obs: Obs = {}
+    try:
+        handle, pid = out.get(timeout=T)
+        obs["writer_pid"] = pid
+        with MessageQueue.create_from_handle(handle, 0 if local else 1) as r:
+            r.wait_until_ready(T)
+            obs["first"] = r.dequeue(T)
+            go.set()
+            time.sleep(0.2)
+            obs["group_members"] = sorted(
+                p for p in (int(x) for x in os.listdir("/proc") if x.isdigit())
+                if p not in (1, os.getpid()) and _pgid(p) == pid
+            )
+            if group:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+            obs["dequeue"] = outcome(lambda: r.dequeue(None))
+            obs["again"] = error_of(lambda: r.dequeue(0))
+        proc.join(T)
+        obs["exitcode"] = proc.exitcode
+        obs["settle_seconds"] = wait_alone()
+    finally:
+        reap([proc])
+    return obs
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1
+
+
+def overflow_death() -> Obs:
+    """The writer dies right after publishing an overflow marker, before its frame: the
+    local reader, waiting with timeout=None, raises BrokenPeerError naming it."""
+    ctx = spawn()
+    out, go, marked = ctx.Queue(), ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=writer_proc, args=(1, 1, out, go, False, marked))
+    proc.start()
+    obs: Obs = {}
+    try:
+        handle, pid = out.get(timeout=T)
+        obs["writer_pid"] = pid
+        with MessageQueue.create_from_handle(handle, 0) as r:
+            r.wait_until_ready(T)
+            obs["first"] = r.dequeue(T)
+            result: list[Obs] = []
+            th = threading.Thread(target=lambda: result.append(outcome(lambda: r.dequeue(None))))
+            th.start()  # the reader waits on the ring first
+            time.sleep(0.2)
+            go.set()
+            obs["marker_published"] = marked.wait(T)
+            th.join(BOUND + 1)
+            obs["dequeue"] = result[0] if result else {"hung": True}
+            obs["pending"] = getattr(r, "_pending", "n/a")
+            obs["again"] = error_of(lambda: r.dequeue(0))
+        proc.join(T)
+        obs["exitcode"] = proc.exitcode
+        wait_alone()
+    finally:
+        reap([proc])
+    return obs
+
+
+def writer_stopped_remote() -> Obs:
+    """SIGSTOP the writer of a remote reader: its heartbeats stop, so the reader waiting
+    with timeout=None is told within about the heartbeat timeout."""
+    ctx = spawn()
+    out, go = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=writer_proc, args=(1, 0, out, go, False, None))
+    proc.start()
+    obs: Obs = {}
+    try:
+        handle, pid = out.get(timeout=T)
+        obs["writer_pid"] = pid
+        with MessageQueue.create_from_handle(handle, 1) as r:
+            r.wait_until_ready(T)
+            obs["first"] = r.dequeue(T)
+            os.kill(pid, signal.SIGSTOP)
+            obs["dequeue"] = outcome(lambda: r.dequeue(None))
+    finally:
+        reap([proc])
+    return obs
+
+
+# --- a full /dev/shm ---------------------------------------------------------------
+
+
+def shm_free() -> int:
+    st = os.statvfs(SHM_DIR)
+    return st.f_bavail * st.f_frsize
+
+
+def shm_full_at_create() -> Obs:
+    """/dev/shm is smaller than the ring: MisuseError naming both sizes, nothing left,
+    and a queue that fits works afterwards."""
+    from verifiedring import RingLayout, ShmRingBuffer
+
+    mcb, chunks = 512 * 1024, 4
+    obs: Obs = {"free": shm_free(), "needs": RingLayout(1, mcb, chunks).total_bytes}
+    obs["queue"] = error_of(lambda: MessageQueue(1, 1, max_chunk_bytes=mcb, max_chunks=chunks))
+    obs["ring"] = error_of(lambda: ShmRingBuffer(1, mcb, chunks))
+    obs["left_after"] = listing()
+    w, r = pair(max_chunk_bytes=4096, max_chunks=4)
+    obs["round_trip"] = round_trip(w, [r], {"after": list(range(100))})
+    r.close()
+    w.close()
+    return obs
+
+
+def shm_full_between_rings(bypass_check: bool) -> Obs:
+    """Two rings that each fit but together do not: the second is a MisuseError naming
+    the sizes, the first stays whole (every page of it written and read back), and
+    this process exits normally -- no SIGBUS. ``bypass_check``: the free-space check
+    is patched out, so the page reservation (posix_fallocate) alone must catch it."""
+    from verifiedring import RingLayout
+
+    if bypass_check:
+        import verifiedring.queue.writer as writer_mod
+        import verifiedring.shm as shm_mod
+
+        def no_check(size: int, directory: str = SHM_DIR) -> None:
+            return None
+
+        shm_mod.check_room = no_check
+        writer_mod.check_room = no_check  # type: ignore[attr-defined]
+    mcb, chunks = 1024 * 1024, 2
+    obs: Obs = {"needs": RingLayout(1, mcb, chunks).total_bytes, "free_at_start": shm_free()}
+    w, r = pair(max_chunk_bytes=mcb, max_chunks=chunks)
+    obs["free_between"] = shm_free()
+    obs["listed_between"] = listing()  # names removed at the handshake: looks empty
+    obs["second"] = error_of(lambda: MessageQueue(1, 1, max_chunk_bytes=mcb, max_chunks=chunks))
+    obs["left_after_failure"] = listing()
+    ok = True
+    for i in range(2 * chunks):  # every chunk of the first ring, filled to its end
+        blob = bytes([i]) * (mcb - 64)
+        ok = ok and round_trip(w, [r], blob)
+    obs["first_still_whole"] = ok
+    r.close()
+    w.close()
+    if bypass_check:
+        obs["control_rc"] = sparse_control()
+    return obs
+
+
+def sparse_control() -> int:
+    """The hazard this guards against, shown: a segment sized past the free space but
+    not reserved, touched page by page, kills its process with SIGBUS."""
+    code = (
+        "import mmap,os;fd=os.open('/dev/shm/control',os.O_CREAT|os.O_RDWR,0o600);"
+        "os.unlink('/dev/shm/control');st=os.statvfs('/dev/shm');n=st.f_blocks*st.f_frsize*2;"
+        "os.ftruncate(fd,n);m=mmap.mmap(fd,n)\nfor i in range(0,n,4096): m[i]=1"
+    )
+    return subprocess.run([sys.executable, "-c", code], timeout=T).returncode
+
+
+# --- exit without close ---------------------------------------------------------------
+
+
+def _readline(proc: subprocess.Popen[bytes], bound: float = T) -> bytes:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], bound)
+    return proc.stdout.readline() if ready else b""
+
+
+def run_cleanup(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "verifiedring", "cleanup", *args], capture_output=True,
+        text=True, timeout=T,
+    )
+    return done.stdout + done.stderr
+
+
+def exit_without_close(mode: str, phase: str, reaper: str) -> Obs:
+    """A writer process (faults.exiter) ends without close() in ``mode``, ``phase``
+    ("before" or "after") the handshake; what it left, and who removes it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "faults.exiter", mode, phase], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    obs: Obs = {"pid": proc.pid}
+    reader: MessageQueue | None = None
+    try:
+        handle = pickle.loads(base64.b64decode(_readline(proc)))
+        if phase == "after":
+            reader = MessageQueue.create_from_handle(handle, 0)
+            reader.wait_until_ready(T)
+            obs["got"] = reader.dequeue(T)
+            obs["ready_line"] = _readline(proc).strip().decode()
+        obs["left_before_exit"] = listing()
+        assert proc.stdin is not None
+        if mode == "sigkill":
+            os.kill(proc.pid, signal.SIGKILL)
+        elif mode == "killpg":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+        _, err = proc.communicate(timeout=T)
+        obs["returncode"] = proc.returncode
+        obs["stderr"] = err.decode(errors="replace")
+        obs["settle_seconds"] = wait_alone()
+        if reader is not None:
+            reader.close()
+            reader = None
+        obs["left_after_exit"] = left = listing()
+        if left:
+            obs["dry_run"] = run_cleanup("--dry-run")
+            obs["left_after_dry_run"] = listing()
+            if reaper == "create":
+                # a later create reaps the dead creator's names
+                q = MessageQueue(1, 1, max_chunk_bytes=SMALL)
+                mine = (f"shm:vr_{os.getpid()}_", f"tmp:vr-mq-{os.getpid()}-")
+                obs["left_after_create"] = [x for x in listing() if not x.startswith(mine)]
+                q.close()
+            else:
+                obs["cleanup"] = run_cleanup()
+        obs["left_at_end"] = listing()
+    finally:
+        if reader is not None:
+            reader.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=T)
+    return obs
+
+
+# --- outsiders on the TCP ports -------------------------------------------------------
+
+
+class Recorder:
+    """A TCP proxy in front of ``target`` recording what the client sends (for replay)."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.removeprefix("tcp://").rsplit(":", 1)
+        self.target = (host, int(port))
+        self.server = socket.create_server((LOOPBACK, 0))
+        self.address = f"tcp://{LOOPBACK}:{self.server.getsockname()[1]}"
+        self.sent = bytearray()
+        self._stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        self.server.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                continue
+            upstream = socket.create_connection(self.target, timeout=T)
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, record: bool) -> None:
+        src.settimeout(None)
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                if record:
+                    self.sent += data
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.server.close()
+
+
+def _tcp(addr: str) -> tuple[str, int]:
+    host, port = addr.removeprefix("tcp://").rsplit(":", 1)
+    return host, int(port)
+
+
+def raw_exchange(addr: str, payload: bytes, bound: float = 2.0) -> Obs:
+    """Connect raw TCP to ``addr``, send ``payload``, and read what comes back for at
+    most ``bound`` s: the bytes received and whether the server closed."""
+    got = bytearray()
+    closed = False
+    with socket.create_connection(_tcp(addr), timeout=bound) as s:
+        with contextlib.suppress(OSError):
+            s.sendall(payload)
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline:
+            s.settimeout(max(deadline - time.monotonic(), 0.01))
+            try:
+                data = s.recv(65536)
+            except TimeoutError:
+                break
+            except OSError:
+                closed = True
+                break
+            if not data:
+                closed = True
+                break
+            got += data
+    return {"received": len(got), "closed": closed, "raw": bytes(got[:4096])}
+
+
+def remote_reader_proc(handle: Handle, out: Any, pause_after: int, resume: Any, n: int) -> None:
+    with MessageQueue.create_from_handle(handle, 1) as r:
+        r.wait_until_ready(T)
+        for i in range(n):
+            if i == pause_after:
+                resume.wait(T)
+            out.put(r.dequeue(T))
+
+
+def outsiders() -> Obs:
+    """Outsiders on the writer's two TCP ports -- subscribers (plaintext, made-up CURVE
+    keys), raw floods, replays of a real reader's recorded bytes, forged acks -- while
+    the writer sends with enqueue(timeout=1) to its one real reader."""
+    import zmq
+
+    window, n_msgs, secret = 8, 40, b"SECRET-PAYLOAD-"
+    w = MessageQueue(1, 0, connect_ip=LOOPBACK, remote_window=window)
+    h = w.export_handle()
+    assert h.remote_subscribe_addr and h.remote_ack_addr and h.curve
+    sub_rec, ack_rec = Recorder(h.remote_subscribe_addr), Recorder(h.remote_ack_addr)
+    proxied = dataclasses.replace(
+        h, remote_subscribe_addr=sub_rec.address, remote_ack_addr=ack_rec.address
+    )
+    ctx_mp = spawn()
+    out, resume = ctx_mp.Queue(), ctx_mp.Event()
+    pause_after = 16
+    reader = ctx_mp.Process(
+        target=remote_reader_proc, args=(proxied, out, pause_after, resume, n_msgs)
+    )
+    reader.start()
+    server_public = h.curve.server_public
+    zctx: zmq.Context[Any] = zmq.Context()
+    socks: list[Any] = []
+    stop_flood = threading.Event()
+    obs: Obs = {}
+
+    def outsider(kind: int, addr: str, keys: bool) -> Any:
+        s = zctx.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        if keys:
+            pub, sec = zmq.curve_keypair()
+            s.curve_serverkey = server_public
+            s.curve_publickey, s.curve_secretkey = pub, sec
+        if kind == zmq.SUB:
+            s.setsockopt(zmq.SUBSCRIBE, b"")
+        s.connect(addr)
+        socks.append(s)
+        return s
+
+    def flood() -> None:
+        junk = os.urandom(65536)
+        while not stop_flood.is_set():
+            for addr in (h.remote_subscribe_addr, h.remote_ack_addr):
+                with contextlib.suppress(OSError), socket.create_connection(
+                    _tcp(addr or ""), timeout=0.5
+                ) as s:
+                    s.sendall(junk)
+            time.sleep(0.01)
+
+    try:
+        w.wait_until_ready(T)
+        subs = [outsider(zmq.SUB, h.remote_subscribe_addr, k) for k in (False, True)]
+        ackers = [outsider(zmq.PUSH, h.remote_ack_addr, k) for k in (False, True)]
+        flooders = [threading.Thread(target=flood, daemon=True) for _ in range(2)]
+        for f in flooders:
+            f.start()
+        durations: list[float] = []
+        forged = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
+        for i in range(pause_after + window):
+            for a in ackers:
+                with contextlib.suppress(zmq.Again):
+                    a.send(forged, zmq.NOBLOCK)
+            t0 = time.monotonic()
+            w.enqueue((i, secret * 2000), timeout=1.0)  # never delayed by an outsider
+            durations.append(time.monotonic() - t0)
+        time.sleep(0.3)  # the real reader has taken what it takes before its pause
+        obs["window_full"] = error_of(lambda: w.enqueue("over", timeout=0.5))
+        obs["replay_sub"] = raw_exchange(h.remote_subscribe_addr, bytes(sub_rec.sent))
+        obs["replay_ack"] = raw_exchange(h.remote_ack_addr, bytes(ack_rec.sent))
+        obs["replayed_bytes"] = (len(sub_rec.sent), len(ack_rec.sent))
+        obs["window_still_full"] = error_of(lambda: w.enqueue("over", timeout=0.5))
+        resume.set()
+        for i in range(pause_after + window, n_msgs):
+            t0 = time.monotonic()
+            w.enqueue((i, secret * 2000), timeout=T)
+            durations.append(time.monotonic() - t0)
+        got = [out.get(timeout=T) for _ in range(n_msgs)]
+        obs["reader_got_all"] = got == [(i, secret * 2000) for i in range(n_msgs)]
+        obs["max_enqueue_seconds"] = max(durations[: pause_after + window])
+        obs["outsider_frames"] = sum(1 for s in subs if s.poll(300))
+        obs["rejected_frames"] = w.rejected_frames
+        obs["replay_leaked_secret"] = secret in obs["replay_sub"]["raw"]
+        del obs["replay_sub"]["raw"], obs["replay_ack"]["raw"]
+    finally:
+        stop_flood.set()
+        for s in socks:
+            s.close(linger=0)
+        zctx.term()
+        sub_rec.close()
+        ack_rec.close()
+        reap([reader])
+        w.close()
+    return obs
+
+
+# --- bad input -------------------------------------------------------------------------
+
+BAD_RANKS: list[Any] = [-2, 2**32, 2**40, 1.5, True, "0", None]
+BAD_CHUNK_BYTES = [21, 1, 0, -5]  # wire.HEADER_BYTES is 21: a chunk needs one byte more
+BAD_TIMEOUTS: list[Any] = [math.nan, -1, -0.001, -math.inf, "1", True, [1]]
+UNSPECIFIED_IPS = [
+    "0", "0.0", "0.0.0", "0.0.0.0", "00", "0x0", "000.000.000.000", "::", "::0",
+    "0000::0000", "0:0:0:0:0:0:0:0", "::0.0.0.0", "", " ", "*", "zero.vr-test",
+    "any6.vr-test",
+]
+#: /etc/hosts lines inside the namespace: names that mean an unspecified address.
+HOSTS = {"zero.vr-test": "0.0.0.0", "any6.vr-test": "::"}
+
+
+def _listeners() -> list[str]:
+    """TCP listen addresses (hex, as /proc/net/tcp* shows them) in this namespace."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                cols = row.split()
+                if cols[3] == "0A":
+                    found.append(cols[1])
+    return found
+
+
+def bad_inputs() -> Obs:
+    """Every bad input once: what it raised, and that the queue (or a new one) still
+    works and nothing was left half-built."""
+    obs: Obs = {}
+
+    def named(label: str, call: Callable[[], Any], value: Any) -> None:
+        e = error_of(call)
+        e["names_value"] = repr(value) in e["message"] or str(value) in e["message"]
+        e["left"] = listing()
+        obs[label] = e
+
+    w = MessageQueue(2, 1, [0], connect_ip=LOOPBACK, max_chunk_bytes=1022, max_chunks=4)
+    h = w.export_handle()
+    for v in BAD_RANKS:
+        named(f"rank={v!r}", lambda v=v: MessageQueue.create_from_handle(h, v), v)
+    for v in BAD_TIMEOUTS:
+        named(f"writer wait_until_ready timeout={v!r}", lambda v=v: w.wait_until_ready(v), v)
+    # altered geometry: same total size ((1022+2)*4 == (2046+2)*2), then other sizes
+    bh = h.buffer_handle
+    assert bh is not None
+    for label, new in [
+        ("same total size", dataclasses.replace(bh, max_chunk_bytes=2 * bh.max_chunk_bytes + 2,
+                                                max_chunks=bh.max_chunks // 2)),
+        ("more chunks", dataclasses.replace(bh, max_chunks=bh.max_chunks * 2)),
+        ("smaller chunks", dataclasses.replace(bh, max_chunk_bytes=bh.max_chunk_bytes // 2)),
+    ]:
+        e = error_of(lambda new=new: MessageQueue.create_from_handle(
+            dataclasses.replace(h, buffer_handle=new), 0))
+        e["names_value"] = (f"max_chunk_bytes={new.max_chunk_bytes}" in e["message"]
+                            and f"max_chunks={new.max_chunks}" in e["message"])
+        e["total_bytes"] = (new.layout.total_bytes, bh.layout.total_bytes)
+        obs[f"geometry: {label}"] = e
+    r0 = MessageQueue.create_from_handle(h, 0)
+    r1 = MessageQueue.create_from_handle(h, 1)
+    w.wait_until_ready(T)
+    r0.wait_until_ready(T)
+    for v in BAD_TIMEOUTS:
+        named(f"reader wait_until_ready timeout={v!r}", lambda v=v: r1.wait_until_ready(v), v)
+    r1.wait_until_ready(T)
+    for v in BAD_TIMEOUTS:
+        named(f"enqueue timeout={v!r}", lambda v=v: w.enqueue("x", timeout=v), v)
+        named(f"local dequeue timeout={v!r}", lambda v=v: r0.dequeue(v), v)
+        named(f"remote dequeue timeout={v!r}", lambda v=v: r1.dequeue(v), v)
+    obs["usable after all"] = round_trip(w, [r0, r1], {"ok": 1}) and round_trip(
+        w, [r0, r1], b"y" * 100_000
+    )
+    for q in (r0, r1, w):
+        q.close()
+    for v in BAD_CHUNK_BYTES:
+        named(f"max_chunk_bytes={v!r}", lambda v=v: MessageQueue(1, 1, max_chunk_bytes=v), v)
+        named(f"remote max_chunk_bytes={v!r}", lambda v=v: MessageQueue(
+            1, 0, max_chunk_bytes=v, connect_ip=LOOPBACK), v)
+    before = _listeners()
+    for ip in UNSPECIFIED_IPS:
+        named(f"connect_ip={ip!r}", lambda ip=ip: MessageQueue(
+            2, 1, connect_ip=ip, max_chunk_bytes=SMALL), ip)
+        obs[f"connect_ip={ip!r}"]["listeners"] = [x for x in _listeners() if x not in before]
+    w2 = MessageQueue(2, 1, connect_ip=LOOPBACK, max_chunk_bytes=SMALL)
+    h2 = w2.export_handle()
+    readers = [MessageQueue.create_from_handle(h2, rank) for rank in (0, 1)]
+    w2.wait_until_ready(T)
+    for r in readers:
+        r.wait_until_ready(T)
+    obs["new queue usable"] = round_trip(w2, readers, "fine")
+    for q in (*readers, w2):
+        q.close()
+    obs["left_at_end"] = listing()
+    return obs
+
+
+def mapped_unspecified() -> Obs:
+    """connect_ip="::ffff:0.0.0.0", the IPv4-mapped form of 0.0.0.0: refused like the other
+    spellings, or else: where it listens, and whether another address of this host
+    (127.0.0.2, which a bind to 127.0.0.1 does not serve) reaches the port."""
+    ip = "::ffff:0.0.0.0"
+    try:
+        w = MessageQueue(1, 0, connect_ip=ip)
+    except MisuseError as exc:
+        return {"error": type(exc).__name__, "message": str(exc), "names_value": repr(ip) in
+                str(exc), "listeners": _listeners()}
+    try:
+        addr = w.export_handle().remote_subscribe_addr or ""
+        port = int(addr.rsplit(":", 1)[1])
+        try:
+            socket.create_connection(("127.0.0.2", port), timeout=2).close()
+            reachable = True
+        except OSError:
+            reachable = False
+        return {"error": None, "address": addr, "listeners": _listeners(),
+                "reachable_on_127.0.0.2": reachable}
+    finally:
+        w.close()
+
+
+def claimed_twice(channel: str) -> Obs:
+    """Two processes claim the same reader rank: the handshake fails naming both."""
+    ctx = spawn()
+    out, stop = ctx.Queue(), ctx.Event()
+    local = channel == "local"
+    w = MessageQueue(
+        2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK,
+        max_chunk_bytes=SMALL,
+    )
+    h = w.export_handle()
+    rank = 0 if local else 5
+    procs = [ctx.Process(target=reader_proc, args=(h, rank, out, stop)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    obs: Obs = {"pids": [p.pid for p in procs], "rank": rank}
+    try:
+        obs["handshake"] = outcome(lambda: w.wait_until_ready(T), bound=T)
+    finally:
+        stop.set()
+        reap(procs)
+        w.close()
+    return obs
