@@ -59,11 +59,13 @@ class QueueMachine(RuleBasedStateMachine):
         "__init__": ("WriterHandshake", "ReaderSubscribe", "ReaderAwaitReady"),
         "WriterPublishChunk": (
             "WriterPublishChunk", "WriterSendLocalFrame", "WriterSendRemoteFrame",
+            "WriterSendFails", "WriterShutdown",
         ),
         "ReaderTakeChunk": (
             "ReaderTakeChunk", "ReaderRecvFrame", "ReaderTimeout", "ReaderResume",
+            "ReaderStash", "ReaderSeeShutdown", "ReaderClose",
         ),
-        "RemoteRecvFrame": ("RemoteRecvFrame",),
+        "RemoteRecvFrame": ("RemoteRecvFrame", "RemoteSeeShutdown"),
     }
 
     def __init__(self) -> None:

@@ -75,24 +75,36 @@ WRITER_HANDSHAKE: Final = "WriterHandshake"  # every subscription seen, then REA
 WRITER_PUBLISH_CHUNK: Final = "WriterPublishChunk"  # the object inline, or its overflow marker
 WRITER_SEND_LOCAL_FRAME: Final = "WriterSendLocalFrame"  # an overflow frame, after its marker
 WRITER_SEND_REMOTE_FRAME: Final = "WriterSendRemoteFrame"  # every message, within credit
+WRITER_SEND_FAILS: Final = "WriterSendFails"  # a send after the publish failed: broken for good
+WRITER_SHUTDOWN: Final = "WriterShutdown"  # SHUTDOWN(total) on both sockets
 READER_SUBSCRIBE: Final = "ReaderSubscribe"  # connect and announce the rank
 READER_AWAIT_READY: Final = "ReaderAwaitReady"  # consume READY before any message
 READER_TAKE_CHUNK: Final = "ReaderTakeChunk"  # consume an inline chunk, or take a marker
 READER_RECV_FRAME: Final = "ReaderRecvFrame"  # the pending marker's frame (stash first)
 READER_TIMEOUT: Final = "ReaderTimeout"  # the frame wait ran out; the marker stays pending
 READER_RESUME: Final = "ReaderResume"  # a dequeue after a timeout goes to the frame wait
+READER_STASH: Final = "ReaderStash"  # a frame drained while waiting on the ring, kept in order
+READER_SEE_SHUTDOWN: Final = "ReaderSeeShutdown"  # SHUTDOWN drained while waiting on the ring
+READER_CLOSE: Final = "ReaderClose"  # ClosedError once all `total` messages are received
 REMOTE_RECV_FRAME: Final = "RemoteRecvFrame"  # verify, consume, acknowledge
+REMOTE_SEE_SHUTDOWN: Final = "RemoteSeeShutdown"  # SHUTDOWN in the remote frame stream
 
 QUEUE_STEPS: Final = (
     WRITER_HANDSHAKE,
     WRITER_PUBLISH_CHUNK,
     WRITER_SEND_LOCAL_FRAME,
     WRITER_SEND_REMOTE_FRAME,
+    WRITER_SEND_FAILS,
+    WRITER_SHUTDOWN,
     READER_SUBSCRIBE,
     READER_AWAIT_READY,
     READER_TAKE_CHUNK,
     READER_RECV_FRAME,
     READER_TIMEOUT,
     READER_RESUME,
+    READER_STASH,
+    READER_SEE_SHUTDOWN,
+    READER_CLOSE,
     REMOTE_RECV_FRAME,
+    REMOTE_SEE_SHUTDOWN,
 )
