@@ -75,13 +75,6 @@ def test_altered_handle_geometry(seen: dict[str, Any], label: str) -> None:
     assert seen["usable after all"]  # the genuine handle attaches afterwards
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: bind_address (queue/sockets.py) accepts connect_ip='::ffff:0.0.0.0': "
-    "ipaddress.IPv6Address('::ffff:0.0.0.0').is_unspecified is False on Python < 3.13, but "
-    "binding it listens on every IPv4 address (the port is reachable on 127.0.0.2, and on "
-    "any other interface); the check should also test ipv4_mapped",
-)
 def test_ipv4_mapped_unspecified_connect_ip_is_refused() -> None:
     obs, run = run_case(drivers.mapped_unspecified)
     assert run.left == ()

@@ -13,7 +13,18 @@ from faults.drivers import BOUND, HOST
 Note = Callable[[str, float], None]
 
 
-@pytest.mark.parametrize("channel", ["local", "remote"])
+REMOTE_LOSS = pytest.mark.xfail(
+    strict=False,
+    reason="OPEN: in about 1 run of 6 on a loaded 2-core machine, the live remote reader "
+    "receives none of the 4 messages sent after its co-reader was SIGKILLed (its socket "
+    "stays connected, it reports no error); root cause not found yet (libzmq XPUB pipe "
+    "termination with XPUB_NODROP is the suspect)",
+)
+
+
+@pytest.mark.parametrize(
+    "channel", ["local", pytest.param("remote", marks=REMOTE_LOSS)]
+)
 def test_reader_sigkill_breaks_the_waiting_writer_naming_it(channel: str, measured: Note) -> None:
     obs, run = run_case(drivers.reader_killed, channel)
     fill = obs["fill"]
@@ -45,13 +56,6 @@ def test_reader_sigstop_stalls_only_the_writer_and_names_it(measured: Note) -> N
     assert run.left == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the ring wait's stall log ignores the queue's log_interval: QueueWriter "
-    "builds its WriterCursor with ShmRingBuffer.writer()'s default (10 s), so setting "
-    "MessageQueue.log_interval (or VLLM_RINGBUFFER_WARNING_INTERVAL) never shortens the "
-    "warning about a stalled local reader",
-)
 def test_reader_sigstop_is_in_the_writers_stall_log() -> None:
     obs, _ = run_case(drivers.reader_stopped)
     name = f"reader rank 1 (pid {obs['pids'][1]} on host {HOST})"

@@ -160,9 +160,10 @@ class LocalReader(QueueReader):
             self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
         return False
 
-    def _watch_writer(self) -> None:
+    def _writer_lost(self) -> str | None:
         if self._writer_pid and not alive(self._writer_pid):
-            raise self._writer_gone("its process has exited")
+            return "its process has exited"
+        return None
 
     def _ring_stall(self) -> StallLog:
         return StallLog(self._describe_ring_wait, self._log_interval())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Any, Protocol
 
 import zmq
@@ -22,6 +23,10 @@ from .curve import CurveKeys
 from .handle import Handle
 from .message_queue import MessageQueue
 from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
+
+#: A reader raises "the writer is gone" once it has seen the writer gone for this long
+#: and received nothing meanwhile (frames sent before the writer went still arrive).
+LOST_GRACE = 0.5
 
 
 class Cancel(Protocol):
@@ -48,6 +53,7 @@ class QueueReader(MessageQueue):
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
         self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
         self._writer_pid = handle.writer_pid
+        self._lost_at: float | None = None  # when the writer was first seen gone
         self._writer = f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
         self._handshaken = False
         self._open((MisuseError, "call wait_until_ready() before dequeue()"))
@@ -123,10 +129,18 @@ class QueueReader(MessageQueue):
         cancel = self._cancel
         if self.shutting_down or (cancel is not None and cancel.is_set()):
             self._cancelled()
-        self._watch_writer()
+        how = self._writer_lost()
+        if how is None:
+            return
+        now = time.monotonic()
+        if self._lost_at is None:
+            self._lost_at = now  # what it sent before it went may still be arriving
+        elif now - self._lost_at >= LOST_GRACE:
+            raise self._writer_gone(how)
 
-    def _watch_writer(self) -> None:
-        """Raise :class:`BrokenPeerError` if the writer is gone (per channel)."""
+    def _writer_lost(self) -> str | None:
+        """How this reader knows the writer is gone (per channel), else ``None``."""
+        return None
 
     def _writer_gone(self, how: str) -> BrokenPeerError:
         self._refusal = (BrokenPeerError, f"{self._writer} is gone ({how})")

@@ -35,6 +35,7 @@ class RemoteReader(QueueReader):
             )
         self._ack_interval = ack_interval(handle.remote_window)
         self._acks_sent = 0
+        self._disconnected = False
         self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window, curve)
         try:
             self._monitor = self._sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
@@ -71,13 +72,14 @@ class RemoteReader(QueueReader):
         except DecodeError as exc:
             raise self._named(exc) from exc.cause
 
-    def _watch_writer(self) -> None:
+    def _writer_lost(self) -> str | None:
         """Once READY came, a closed connection means the writer is gone (it died, or
         its heartbeats stopped for HEARTBEAT_TIMEOUT_MS): PUB/SUB would lose frames."""
         if pending_frames(self._monitor) is not None and self._handshaken:
-            raise self._writer_gone(
-                f"the connection to it closed; heartbeat timeout {HEARTBEAT_TIMEOUT_MS} ms"
-            )
+            self._disconnected = True
+        if self._disconnected:
+            return f"the connection to it closed; heartbeat timeout {HEARTBEAT_TIMEOUT_MS} ms"
+        return None
 
     def _release(self) -> None:
         self._sock.disable_monitor()

@@ -159,6 +159,13 @@ def _xpub(ctx: zmq.Context[Any], hwm: int) -> zmq.Socket[Any]:
     return sock
 
 
+def _unspecified(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Binds every interface: ``0.0.0.0``, ``::``, and ``::ffff:0.0.0.0`` (the IPv4-mapped
+    spelling, which ``is_unspecified`` misses before Python 3.13)."""
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return addr.is_unspecified or (mapped is not None and mapped.is_unspecified)
+
+
 def bind_address(ip: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """The one address ``ip`` names, to bind on; never an unspecified (wildcard) one.
 
@@ -176,7 +183,7 @@ def bind_address(ip: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     except (OSError, UnicodeError) as exc:
         raise MisuseError(f"connect_ip={ip!r} does not resolve: {exc}") from None
     addrs = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
-    if not addrs or any(a.is_unspecified for a in addrs):
+    if not addrs or any(_unspecified(a) for a in addrs):
         raise MisuseError(
             f"connect_ip={ip!r} means {sorted({str(a) for a in addrs})}: an unspecified "
             "address binds every interface; pass the address remote readers connect to"

@@ -107,7 +107,7 @@ class QueueWriter(MessageQueue):
         try:
             if n_local_reader:
                 self._ring = ShmRingBuffer(n_local_reader, max_chunk_bytes, max_chunks)
-                self._cursor = self._ring.writer()
+                self._cursor = self._ring.writer(log_interval=self.log_interval)
                 self._local = LocalEndpoint(self._ctx, hwm_for_window(max_chunks + 1))
             if n_remote:
                 ip = connect_ip or ""
@@ -126,6 +126,18 @@ class QueueWriter(MessageQueue):
             None if self._local is None else self._local.socket, self._remote_sock,
         )
         self._closed = False
+
+    @property
+    def log_interval(self) -> float:
+        """Seconds between two warnings while a wait lasts (the ring's wait too)."""
+        return self._log_every
+
+    @log_interval.setter
+    def log_interval(self, seconds: float) -> None:
+        self._log_every = seconds
+        cursor = getattr(self, "_cursor", None)  # not made yet while _open runs
+        if cursor is not None:
+            cursor.log_interval = seconds
 
     @property
     def rejected_frames(self) -> int:
