@@ -152,8 +152,10 @@ class LocalReader(QueueReader):
             while (frames := pending_frames(sock)) is not None:
                 kind, seq = self._parse_header(frames[0])[:2]
                 if kind == wire.SHUTDOWN:
+                    # spec: ReaderSeeShutdown
                     self._saw_shutdown(seq)
-                else:  # the frame of a marker published since the last look
+                else:
+                    # spec: ReaderStash -- the frame of a marker published since the last look
                     self._stash.append(frames)
             if self._shutdown_total is not None:
                 self._saw_shutdown(self._shutdown_total)

@@ -171,6 +171,7 @@ class QueueReader(MessageQueue):
         """The writer sent ``total`` messages in all: refuse once all are received."""
         self._shutdown_total = total
         if self._seq >= total:
+            # spec: ReaderClose -- every message received: from now on ClosedError
             self._refusal = (ClosedError, f"the writer shut the queue down after {total} messages")
             self._refuse()
 

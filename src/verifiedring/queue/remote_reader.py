@@ -60,6 +60,7 @@ class RemoteReader(QueueReader):
         # spec: RemoteRecvFrame -- consume, acknowledge (returns credit), decode
         kind, seq = header[0], header[1]
         if kind == wire.SHUTDOWN:
+            # spec: RemoteSeeShutdown
             self._saw_shutdown(seq)
         if kind != wire.OVERFLOW or seq != self._seq:
             raise self._out_of_order("remote socket", kind, seq)

@@ -264,6 +264,7 @@ class QueueWriter(MessageQueue):
                 # spec: WriterSendRemoteFrame (credit reserved before the chunk)
                 send_frames(self._remote_sock, remote, remote_what, self._who())
         except BrokenPeerError as exc:
+            # spec: WriterSendFails -- broken for good: no later message, no reused seq
             self._refusal = (BrokenPeerError, f"broken since sending {what} failed: {exc}")
             raise
 
@@ -294,6 +295,7 @@ class QueueWriter(MessageQueue):
         self._shutdown_sent = True
         self._refusal = (ClosedError, f"the queue was shut down after {self._seq} messages")
         header = [wire.control_header(wire.SHUTDOWN, self._seq)]
+        # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
         self._send_all(header, header, "SHUTDOWN", "SHUTDOWN")
 
     def _before_close(self) -> None:
