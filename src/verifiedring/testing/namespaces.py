@@ -7,7 +7,7 @@ its own host name and, optionally, its own ``/etc/hosts``. So a test can fill
 ``/dev/shm`` without touching the host, and everything left in ``/dev/shm``
 or ``TMPDIR`` at the end is the run's own.
 
-Inside, a small init (this file run as a script, pid 1 of the namespace)
+Inside, a small init (:mod:`.namespace_init` run as a script, pid 1 of the namespace)
 sets the namespace up, runs the target as its child, reaps every process that
 is re-parented to it, and at the end -- the target exited, or the time ran
 out -- gives the remaining processes ``settle`` seconds, SIGKILLs the
@@ -39,20 +39,15 @@ imports nothing of this package.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import fcntl
 import json
 import os
 import pickle
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +66,8 @@ __all__ = [
 MIB = 1024 * 1024
 #: How long the host waits for the namespace's processes to be gone after its init exits.
 TEARDOWN_TIMEOUT = 5.0
+#: The namespace's init, run by path (it imports nothing of this package).
+INIT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "namespace_init.py")
 UNSHARE = (
     "unshare", "--mount", "--net", "--uts", "--ipc", "--pid", "--fork", "--kill-child",
     "--mount-proc", "--propagation", "private",
@@ -242,7 +239,7 @@ class Namespace:
             json.dump(config, f)
         with open(self._path("stdout"), "wb") as out, open(self._path("stderr"), "wb") as err:
             self._proc = subprocess.Popen(
-                [*UNSHARE, sys.executable, "-S", os.path.abspath(__file__), "--init", self.work],
+                [*UNSHARE, sys.executable, "-S", INIT_SCRIPT, "--init", self.work],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
             )
         self._started = time.monotonic()
@@ -413,7 +410,7 @@ def run_callable(
     importable by name (a module-level function) and its arguments and return value
     picklable. The result's ``value`` is what it returned, ``raised`` the traceback of
     what it raised (then the exit status is 1)."""
-    ns = Namespace([sys.executable, os.path.abspath(__file__), "--call"],
+    ns = Namespace([sys.executable, INIT_SCRIPT, "--call"],
                    _with_path(sandbox or Sandbox()))
     try:
         with open(os.path.join(ns.work, "call.pkl"), "wb") as f:
@@ -473,177 +470,3 @@ def _probe_once() -> str | None:
     if result.returncode != 0 or result.setup_error or result.lingering:
         return f"a trial namespace failed: {result.describe()}"
     return None
-
-
-# --- the init, pid 1 inside the namespace ------------------------------------------
-
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
-
-
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    rc = libc.mount(
-        source.encode(), target.encode(), None if fstype is None else fstype.encode(),
-        ctypes.c_ulong(flags), None if data is None else data.encode(),
-    )
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {source} on {target} ({fstype}, {data}): {os.strerror(err)}")
-
-
-def _loopback_up() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        req = struct.pack("16sH", b"lo", 0)
-        flags = struct.unpack("16sH", fcntl.ioctl(s, _SIOCGIFFLAGS, req + b"\0" * 22)[:18])[1]
-        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | _IFF_UP) + b"\0" * 22)
-
-
-def _listing(top: str) -> list[str]:
-    out: list[str] = []
-    for root, dirs, files in os.walk(top):
-        rel = os.path.relpath(root, top)
-        for d in dirs:
-            out.append(os.path.normpath(os.path.join(rel, d)) + "/")
-        for name in files:
-            out.append(os.path.normpath(os.path.join(rel, name)))
-    return sorted(out)
-
-
-def _cmdline(pid: int) -> str:
-    raw = _read(f"/proc/{pid}/cmdline")
-    return f"pid {pid}: " + (raw.replace("\0", " ").strip() or "?")
-
-
-def _others() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-
-
-def _reap(target: int, status: list[int]) -> bool:
-    """Reap every exited child without blocking; true while any child remains."""
-    while True:
-        try:
-            pid, st = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        if pid == 0:
-            return True
-        if pid == target:
-            status.append(st)
-
-
-def _init(work: str) -> int:
-    """pid 1 of the namespace: set up, run the target, settle, list, report."""
-    with open(os.path.join(work, "config.json")) as f:
-        cfg = json.load(f)
-    ids = {k: os.readlink(f"/proc/self/ns/{k}") for k in ("pid_for_children", "mnt", "net")}
-    with open(os.path.join(work, "ns.json"), "w") as f:
-        json.dump(ids, f)
-    report: dict[str, Any] = {"returncode": None, "timed_out": False, "elapsed": 0.0}
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-    t0 = time.monotonic()
-    try:
-        _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
-        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={cfg['shm_bytes']},mode=1777")
-        _mount("tmpfs", cfg["tmpdir"], "tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={cfg['tmp_bytes']},mode=1777")
-        socket.sethostname(cfg["hostname"])
-        _loopback_up()
-        if cfg["hosts"]:
-            hosts = os.path.join(work, "hosts")
-            with open("/etc/hosts") as f:
-                base = f.read()
-            lines = "".join(f"{addr} {name}\n" for name, addr in cfg["hosts"].items())
-            with open(hosts, "w") as f:
-                f.write(base.rstrip("\n") + "\n" + lines)
-            _mount(hosts, "/etc/hosts", None, _MS_BIND, None)
-        if cfg["gated"]:
-            deadline = time.monotonic() + cfg["timeout"]
-            while not os.path.exists(os.path.join(work, "go")):
-                if time.monotonic() >= deadline:
-                    raise TimeoutError("never released")
-                time.sleep(0.01)
-        for command in cfg["setup"]:
-            done = subprocess.run(command, capture_output=True, timeout=cfg["timeout"], text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"setup {command} exited {done.returncode}: {done.stderr}")
-    except Exception as exc:
-        report["setup_error"] = f"{type(exc).__name__}: {exc}"
-        return _finish(work, cfg, report)
-    t0 = time.monotonic()
-    target = os.fork()
-    if target == 0:  # the target
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, set())
-            os.chdir(cfg["cwd"])
-            os.execvpe(cfg["argv"][0], cfg["argv"], cfg["env"])
-        finally:
-            os._exit(127)
-    status: list[int] = []
-    deadline = t0 + cfg["timeout"]
-    while True:
-        _reap(target, status)
-        if status:
-            break
-        left = deadline - time.monotonic()
-        if left <= 0:
-            report["timed_out"] = True
-            break
-        signal.sigtimedwait({signal.SIGCHLD}, min(left, 0.5))
-    report["elapsed"] = time.monotonic() - t0
-    if status:
-        report["returncode"] = os.waitstatus_to_exitcode(status[0])
-        settle_until = time.monotonic() + cfg["settle"]
-        while _reap(target, status) and time.monotonic() < settle_until:
-            signal.sigtimedwait({signal.SIGCHLD}, 0.05)
-    return _finish(work, cfg, report)
-
-
-def _finish(work: str, cfg: Mapping[str, Any], report: dict[str, Any]) -> int:
-    others = _others()
-    report["stragglers"] = [_cmdline(p) for p in others]
-    if others:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)  # pid 1: every other process of the namespace
-        until = time.monotonic() + 5.0
-        while _others() and time.monotonic() < until:
-            _reap(0, [])
-            time.sleep(0.01)
-    report["shm_left"] = _listing("/dev/shm")
-    report["tmp_left"] = _listing(cfg["tmpdir"])
-    tmp = os.path.join(work, "report.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(report, f)
-    os.rename(tmp, os.path.join(work, "report.json"))
-    return 0
-
-
-def _call(work: str) -> int:
-    """The target of :func:`run_callable`: unpickle the call, run it, pickle the outcome."""
-    with open(os.path.join(work, "call.pkl"), "rb") as f:
-        fn, args, kwargs = pickle.load(f)
-    code = 0
-    try:
-        outcome: tuple[str, Any] = ("ok", fn(*args, **kwargs))
-    except BaseException:
-        outcome, code = ("raised", traceback.format_exc()), 1
-    try:
-        data = pickle.dumps(outcome)
-    except Exception:
-        data = pickle.dumps(("raised", "the value could not be pickled:\n" +
-                             traceback.format_exc()))
-        code = 1
-    with open(os.path.join(work, "result.pkl"), "wb") as f:
-        f.write(data)
-    return code
-
-
-if __name__ == "__main__":
-    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-        del sys.path[0]  # this file's directory is no package root
-    if len(sys.argv) == 3 and sys.argv[1] == "--init":
-        sys.exit(_init(sys.argv[2]))
-    if len(sys.argv) == 3 and sys.argv[1] == "--call":
-        sys.exit(_call(sys.argv[2]))
-    sys.exit(f"usage: {sys.argv[0]} --init WORK | --call WORK (used by Namespace)")
