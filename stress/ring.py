@@ -10,6 +10,12 @@ microseconds, also while holding a chunk. Every wait is bounded
 ``--time-limit`` and fails (:class:`~verifiedring.testing.launcher.Supervisor`).
 The parent creates the segment and always
 unlinks it, also when a child crashed or was killed.
+
+``--trace`` records the run's protocol steps in one globally ordered trace
+(:mod:`verifiedring.testing.trace`: every process's cursors share a lock and a
+mapped event log; at most ``--trace-events`` events) and then has TLC replay
+it through ``spec/RingBuffer.tla`` (``spec/TraceRingBuffer.tla``); the run
+fails unless the whole trace is a behavior of the spec.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import os
 import random
 import struct
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from verifiedring import RingHandle, ShmRingBuffer
 from verifiedring.shm import SHM_DIR
@@ -30,6 +38,8 @@ from verifiedring.testing.launcher import Supervisor, Task, problems
 FRAME = struct.Struct("<QI")  # sequence number, payload length
 END = 2**64 - 1
 DEFAULT_MESSAGES = 5000
+DEFAULT_TRACE_MESSAGES = 200  # a traced run's default: its trace must stay small for TLC
+DEFAULT_TRACE_EVENTS = 20000
 MAX_PAUSE = 200e-6  # seconds
 FAILURE_GRACE = 0.5  # seconds the others may run on after one side failed
 
@@ -65,6 +75,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="kill everything and fail after S seconds (default: duration + 60)",
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="record every protocol step of every process in one trace and validate it "
+        f"with TLC (default --messages {DEFAULT_TRACE_MESSAGES})",
+    )
+    parser.add_argument(
+        "--trace-events",
+        type=int,
+        default=DEFAULT_TRACE_EVENTS,
+        metavar="N",
+        help="stop recording after N events (the run goes on; TLC checks that prefix)",
+    )
 
 
 @dataclass(frozen=True)
@@ -91,13 +114,23 @@ def _pause(rng: random.Random, prob: float) -> None:
             time.sleep(rng.uniform(0, MAX_PAUSE))
 
 
-def _writer_main(handle: RingHandle, cfg: Config) -> int:
+def _recorder(handle: RingHandle, log: Any) -> Any:
+    """The trace recorder of this process, or None (``log``: a TraceLog or None)."""
+    if log is None:
+        return None
+    from verifiedring.testing.trace import TraceRecorder
+
+    return TraceRecorder(log, handle)
+
+
+def _writer_main(handle: RingHandle, cfg: Config, log: Any = None) -> int:
     """Send until the count or the duration is reached, then END; the number sent."""
     rng = random.Random(f"writer {cfg.seed}")
     ring = ShmRingBuffer.attach(handle)
+    rec = _recorder(handle, log)
     seq = 0
     try:
-        w = ring.writer()
+        w = ring.writer(observer=rec)
         end = None if cfg.duration is None else time.monotonic() + cfg.duration
         while (cfg.messages is None or seq < cfg.messages) and (
             end is None or time.monotonic() < end
@@ -114,6 +147,8 @@ def _writer_main(handle: RingHandle, cfg: Config) -> int:
     except Exception as e:
         raise RuntimeError(f"writer after {seq} messages: {e}") from e
     finally:
+        if rec is not None:
+            rec.close()
         ring.close()
     return seq
 
@@ -135,17 +170,20 @@ def _check(seed: int, seq: int, expected: int, data: bytes, max_payload: int) ->
     )
 
 
-def _reader_main(handle: RingHandle, k: int, cfg: Config) -> int:
+def _reader_main(handle: RingHandle, k: int, cfg: Config, log: Any = None) -> int:
     """Receive and check every message up to END; the number received."""
     rng = random.Random(f"reader {k} {cfg.seed}")
     ring = ShmRingBuffer.attach(handle)
+    rec = _recorder(handle, log)
     count = 0
     try:
-        r = ring.reader(k)
+        r = ring.reader(k, observer=rec)
         while True:
             _pause(rng, cfg.pause_prob)
             with r.acquire_read(cfg.stall_timeout) as buf:
                 seq, n = FRAME.unpack_from(buf)
+                if rec is not None:
+                    rec.loaded(r.actor, seq)  # what this reader loaded, for the trace
                 data = b"" if seq == END else bytes(buf[FRAME.size : FRAME.size + n])
                 _pause(rng, cfg.pause_prob)
             if seq == END:
@@ -159,6 +197,8 @@ def _reader_main(handle: RingHandle, k: int, cfg: Config) -> int:
     except Exception as e:
         raise RuntimeError(f"reader {k} after {count} messages: {e}") from e
     finally:
+        if rec is not None:
+            rec.close()
         ring.close()
 
 
@@ -173,15 +213,18 @@ class Summary:
     sent: int
     received: list[int]
     errors: list[str]
+    #: --trace: events, dropped, states, tlc_seconds, verdict (TLC's result word), accepted
+    trace: dict[str, Any] | None = None
 
 
 def run(args: argparse.Namespace) -> Summary:
     """Run one soak; never leaves the segment behind."""
     if args.max_chunk_bytes < FRAME.size:
         raise SystemExit(f"--max-chunk-bytes must be >= {FRAME.size} (the frame header)")
+    traced = getattr(args, "trace", False)
     messages = args.messages
     if messages is None and args.duration is None:
-        messages = DEFAULT_MESSAGES
+        messages = DEFAULT_TRACE_MESSAGES if traced else DEFAULT_MESSAGES
     cfg = Config(
         seed=args.seed,
         messages=messages,
@@ -192,32 +235,82 @@ def run(args: argparse.Namespace) -> Summary:
     )
     time_limit = args.time_limit or (args.duration or 0.0) + 60.0
     start = time.monotonic()
-    ring = ShmRingBuffer(args.readers, args.max_chunk_bytes, args.max_chunks)
-    try:
-        handle = ring.handle()
-        tasks = [Task(_writer_main, (handle, cfg), name="writer")] + [
-            Task(_reader_main, (handle, k, cfg), name=f"reader{k}") for k in range(args.readers)
-        ]
-        with Supervisor(tasks) as procs:  # after a failure the rest wait on it: stop them soon
-            outcomes = procs.wait(time_limit, failure_grace=FAILURE_GRACE)
-    finally:
-        ring.close()
+    with tempfile.TemporaryDirectory(prefix="stress-trace-") as tmp:
+        log = None
+        if traced:
+            from verifiedring.testing.trace import TraceLog
+
+            log = TraceLog.create(tmp, args.trace_events)
+        ring = ShmRingBuffer(args.readers, args.max_chunk_bytes, args.max_chunks)
+        try:
+            handle = ring.handle()
+            tasks = [Task(_writer_main, (handle, cfg, log), name="writer")] + [
+                Task(_reader_main, (handle, k, cfg, log), name=f"reader{k}")
+                for k in range(args.readers)
+            ]
+            with Supervisor(tasks) as procs:  # after a failure the rest wait on it: stop soon
+                outcomes = procs.wait(time_limit, failure_grace=FAILURE_GRACE)
+        finally:
+            ring.close()
+        events = [] if log is None else log.events()
+        dropped = 0 if log is None else log.counts()[1]
     errors = problems(outcomes)
     left = os.path.exists(os.path.join(SHM_DIR, ring.name))
     if left:
         errors.append(f"segment {ring.name} still in {SHM_DIR} after close")
     sent, *received = (o.value if o.ok else 0 for o in outcomes)
+    seconds = round(time.monotonic() - start, 3)  # the run, without TLC
+    trace = None
+    if traced:
+        trace = _validate(events, dropped, args, sent if outcomes[0].ok else None)
+        if not trace["accepted"]:
+            errors.append(f"trace validation: {trace['verdict']}: {trace['detail']}")
     return Summary(
         kind="ring",
         ok=not errors,
         segment=ring.name,
         segment_left=left,
-        seconds=round(time.monotonic() - start, 3),
+        seconds=seconds,
         readers=args.readers,
         sent=sent,
         received=received,
         errors=errors,
+        trace=trace,
     )
+
+
+def _validate(
+    events: list[Any], dropped: int, args: argparse.Namespace, sent: int | None
+) -> dict[str, Any]:
+    """TLC's verdict on the recorded trace, as the summary's ``trace`` entry."""
+    from spec import tlc
+    from verifiedring.testing.trace import validate
+
+    info: dict[str, Any] = {"events": len(events), "dropped": dropped}
+    # the END frame is the writer's last message (MaxMsgs); a writer that failed:
+    # bound by the fills recorded
+    fills = sum(e.action == "WriterFillPayload" for e in events)
+    messages = (sent + 1) if sent is not None else max(fills, 1)
+    try:
+        v = validate(events, n_reader=args.readers, max_chunks=args.max_chunks, messages=messages)
+    except tlc.TLCError as e:
+        return {
+            **info,
+            "states": "?",
+            "tlc_seconds": 0.0,
+            "verdict": "error",
+            "accepted": False,
+            "detail": f"TLC cannot run here: {e}",
+        }
+    detail = v.reason if v.event is None else f"{v.reason}; at event {v.rejected_at}: {v.event}"
+    return {
+        **info,
+        "states": v.states,
+        "tlc_seconds": round(v.seconds, 2),
+        "verdict": v.result,
+        "accepted": v.accepted,
+        "detail": detail,
+    }
 
 
 def main(args: argparse.Namespace) -> int:
@@ -233,6 +326,15 @@ def main(args: argparse.Namespace) -> int:
             f"seed={args.seed}",
             flush=True,
         )
+        if summary.trace is not None:
+            t = summary.trace
+            verdict = "ACCEPTED" if t["accepted"] else f"REJECTED ({t['verdict']})"
+            cut = f" ({t['dropped']} steps after the cap not recorded)" if t["dropped"] else ""
+            print(
+                f"trace validation: {verdict}: {t['events']} events{cut}, {t['states']} "
+                f"states, TLC {t['tlc_seconds']} s",
+                flush=True,
+            )
         for e in summary.errors:
             print(f"  {e}", file=sys.stderr)
     return 0 if summary.ok else 1

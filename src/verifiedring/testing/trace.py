@@ -1,0 +1,678 @@
+"""Trace validation of real multiprocess ring runs: record, then let TLC replay.
+
+A writer and its readers, each in its own spawned process (or thread), install
+a :class:`TraceRecorder` as their cursors' :class:`~verifiedring.steps.StepObserver`.
+All recorders of one run share a :class:`TraceLog`: a file mapped into every
+process, holding one fixed-size record per step, and one lock. A recorder takes
+the lock in ``before_step`` and releases it in ``after_step``, after appending
+the step's event, so no two traced steps overlap and the log's order is the
+order the steps happened in (a linearization of the run). Each event holds the
+actor, the step name, the chunk, the read-flag index (writer flag steps), the
+chunk's flag bytes after the step and, for the payload steps, the *payload
+sequence number*: the first 8 bytes of the chunk (little-endian, signed) after
+``WriterFillPayload`` (what the writer stored) and, for ``ReaderReadPayload``,
+what the reader's caller reports it loaded (:meth:`TraceRecorder.loaded`; the
+chunk's bytes when it reports nothing). The log has a capacity: once full,
+recording stops (and so does the locking); the run goes on.
+
+:func:`validate` writes the events as ``TraceData.tla`` next to copies of
+``spec/RingBuffer.tla``, ``TraceRingBuffer.tla`` and ``MCTrace.tla`` and runs
+TLC (through :mod:`spec.tlc`, the one driver) to replay them; see
+``spec/TraceRingBuffer.tla`` for what the replay requires. The verdict names
+the first requirement an event failed and that event.
+
+:func:`record_run` is a traced run of this module's own harness (message ``k``
+carries ``k`` and a check word derived from it; the writer's body can raise and
+retry, readers' bodies can raise after loading), optionally with a *mutant*
+(:data:`MUTANTS`): a known bug applied to one side's cursor inside the traced
+child processes. ``python -m stress ring --trace`` records a stress run.
+"""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing as mp
+import os
+import re
+import shutil
+import struct
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ..cursors import ReaderCursor, WriterCursor
+from ..errors import MisuseError
+from ..layout import WRITTEN_POSITION, RingLayout
+from ..ordering import fence
+from ..ring import RingHandle, ShmRingBuffer
+from ..shm import SharedSegment
+from ..steps import (
+    ALL_STEPS,
+    READER_READ_PAYLOAD,
+    WRITER_ABORT,
+    WRITER_ACTOR,
+    WRITER_CLEAR_READ_FLAG,
+    WRITER_FILL_PAYLOAD,
+    WRITER_POLL_READ_FLAG,
+    WRITER_POLL_WRITTEN,
+    WRITER_PUBLISH,
+    reader_actor,
+)
+from .launcher import Outcome, Supervisor, Task
+
+#: The spec's sequence number of an event that moves no payload (``NoSeq``).
+NO_SEQ = -2
+#: A sequence number TLC cannot represent (outside 32-bit signed integers).
+OUT_OF_RANGE_SEQ = -3
+SEQ = struct.Struct("<q")  # the payload's first 8 bytes, as the recorder reads them
+MAX_FLAGS = 8  # flag bytes a record holds: written + up to 7 readers
+
+_HEADER = struct.Struct("<QQQ")  # capacity, events recorded, events not recorded (log full)
+_HEADER_SIZE = 32
+#: actor (-1 writer, else reader index), action (index in ALL_STEPS), chunk,
+#: read-flag index (-1 none), flag bytes used, seq, flag bytes
+_RECORD = struct.Struct(f"<bBHbBxxq{MAX_FLAGS}s")
+LOCK_TIMEOUT = 30.0  # seconds a step waits for the trace lock before it fails
+
+
+class TraceError(RuntimeError):
+    """The trace could not be recorded (the lock was held too long: a traced
+    process died inside a step)."""
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One recorded step. ``seq`` is :data:`NO_SEQ` except for the payload steps;
+    ``abort`` marks a WriterFillPayload whose caller raised (its writer's next
+    event is WriterAbort); ``raised`` a ReaderReadPayload whose caller raised."""
+
+    actor: str
+    action: str
+    chunk: int
+    reader: int | None
+    after: tuple[int, ...]
+    seq: int = NO_SEQ
+    abort: bool = False
+    raised: bool = False
+
+    @property
+    def rd(self) -> int:
+        """The reader index of a reader's event, -1 for the writer's."""
+        return -1 if self.actor == WRITER_ACTOR else int(self.actor.removeprefix("reader"))
+
+    def __str__(self) -> str:
+        flag = "" if self.reader is None else f" read flag {self.reader}"
+        seq = "" if self.seq == NO_SEQ else f" seq {self.seq}"
+        extra = " (caller raised)" if self.abort or self.raised else ""
+        return (
+            f"{self.actor} {self.action} chunk {self.chunk}{flag}{seq}{extra}: flags after "
+            f"w={self.after[0]} r={list(self.after[1:])}"
+        )
+
+
+@dataclass
+class TraceLog:
+    """The shared event log of one traced run: a mapped file and one lock.
+
+    Picklable while spawning, so it travels in a :class:`~.launcher.Task`'s
+    arguments. Create it with :meth:`create` (the lock must come from the
+    ``spawn`` context), read it with :meth:`events` once the run is over.
+    """
+
+    path: str
+    capacity: int
+    lock: Any = field(repr=False)
+
+    @classmethod
+    def create(cls, directory: str | os.PathLike[str], capacity: int) -> TraceLog:
+        if capacity < 1:
+            raise MisuseError(f"trace capacity must be >= 1 event, got {capacity}")
+        path = os.path.join(os.fspath(directory), "trace.bin")
+        with open(path, "wb") as f:
+            f.truncate(_HEADER_SIZE + capacity * _RECORD.size)
+            f.seek(0)
+            f.write(_HEADER.pack(capacity, 0, 0))
+        return cls(path, capacity, mp.get_context("spawn").Lock())
+
+    def counts(self) -> tuple[int, int]:
+        """(events recorded, steps left unrecorded because the log was full)."""
+        with open(self.path, "rb") as f:
+            _, count, dropped = _HEADER.unpack(f.read(_HEADER.size))
+        return count, dropped
+
+    def events(self) -> list[TraceEvent]:
+        """The recorded events, in order; ``abort`` set from the writer's next event."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        _, count, _ = _HEADER.unpack_from(data, 0)
+        raw: list[TraceEvent] = []
+        for n in range(count):
+            actor, action, chunk, reader, nflags, seq, flags = _RECORD.unpack_from(
+                data, _HEADER_SIZE + n * _RECORD.size
+            )
+            name = ALL_STEPS[action & 0x7F]
+            raw.append(
+                TraceEvent(
+                    WRITER_ACTOR if actor < 0 else reader_actor(actor),
+                    name,
+                    chunk,
+                    None if reader < 0 else reader,
+                    tuple(flags[:nflags]),
+                    seq,
+                    raised=bool(action & 0x80),
+                )
+            )
+        return mark_aborts(raw)
+
+
+def mark_aborts(events: Sequence[TraceEvent]) -> list[TraceEvent]:
+    """Set ``abort`` on each WriterFillPayload whose writer's next event is WriterAbort."""
+    out = list(events)
+    pending: int | None = None  # the writer's last WriterFillPayload, by position
+    for n, e in enumerate(out):
+        if e.actor != WRITER_ACTOR:
+            continue
+        if e.action == WRITER_ABORT and pending is not None:
+            p = out[pending]
+            out[pending] = TraceEvent(p.actor, p.action, p.chunk, p.reader, p.after, p.seq, True)
+        pending = n if e.action == WRITER_FILL_PAYLOAD else None
+    return out
+
+
+def _signed64(value: int) -> int:
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+class TraceRecorder:
+    """A StepObserver that appends every step of its cursors to a :class:`TraceLog`.
+
+    One per process (threads of one process may share one or have their own).
+    ``before_step`` takes the log's lock, ``after_step`` appends the event and
+    releases it: only while recording; once the log is full neither locks.
+    """
+
+    def __init__(self, log: TraceLog, handle: RingHandle, lock_timeout: float = LOCK_TIMEOUT):
+        if handle.n_reader + 1 > MAX_FLAGS:
+            raise MisuseError(f"a trace records at most {MAX_FLAGS - 1} readers")
+        self.layout = RingLayout(handle.n_reader, handle.max_chunk_bytes, handle.max_chunks)
+        self._segment = SharedSegment.attach(handle.name, self.layout.total_bytes)
+        self._file = open(log.path, "r+b")  # noqa: SIM115 -- closed in close()
+        self._map = mmap.mmap(self._file.fileno(), 0)
+        self._lock = log.lock
+        self._capacity = log.capacity
+        self._timeout = lock_timeout
+        self._full = False
+        self._held: set[str] = set()  # actors inside a recorded step
+        self._loaded: dict[str, tuple[int, bool]] = {}
+
+    def loaded(self, actor: str, seq: int, raising: bool = False) -> None:
+        """The reader ``actor``'s caller loaded message ``seq`` in this ReaderReadPayload
+        (and is about to raise, if ``raising``)."""
+        self._loaded[actor] = (_signed64(seq), raising)
+
+    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        if self._full:
+            return
+        if not self._lock.acquire(timeout=self._timeout):
+            raise TraceError(
+                f"{actor} {action}: the trace lock was not free within {self._timeout:g} s"
+            )
+        _, count, dropped = _HEADER.unpack_from(self._map, 0)
+        if count >= self._capacity:
+            self._full = True
+            _HEADER.pack_into(self._map, 0, self._capacity, count, dropped + 1)
+            self._lock.release()
+            return
+        self._held.add(actor)
+
+    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        if actor not in self._held:
+            return
+        self._held.discard(actor)
+        try:
+            lay = self.layout
+            buf = self._segment.buf
+            seq, code = NO_SEQ, ALL_STEPS.index(action)
+            if action == WRITER_FILL_PAYLOAD:
+                (seq,) = SEQ.unpack_from(buf, lay.data_offset(chunk))
+            elif action == READER_READ_PAYLOAD:
+                noted = self._loaded.pop(actor, None)
+                if noted is None:
+                    (seq,) = SEQ.unpack_from(buf, lay.data_offset(chunk))
+                else:
+                    seq, raising = noted
+                    code |= 0x80 if raising else 0
+            off = lay.flags_offset(chunk)
+            flags = bytes(buf[off : off + lay.flags_per_chunk])
+            _, count, dropped = _HEADER.unpack_from(self._map, 0)
+            rd = -1 if actor == WRITER_ACTOR else int(actor.removeprefix("reader"))
+            _RECORD.pack_into(
+                self._map,
+                _HEADER_SIZE + count * _RECORD.size,
+                rd,
+                code,
+                chunk,
+                -1 if reader is None else reader,
+                len(flags),
+                seq,
+                flags,
+            )
+            # the count last: a process killed mid-record leaves no half event
+            _HEADER.pack_into(self._map, 0, self._capacity, count + 1, dropped)
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        if self._held:  # a step left open: never leave the others blocked
+            self._held.clear()
+            self._lock.release()
+        self._map.close()
+        self._file.close()
+        self._segment.close()
+
+
+# --------------------------------------------------------------------------- TLC
+
+
+def tla_value(v: int) -> str:
+    return str(v) if -(2**31) <= v < 2**31 else str(OUT_OF_RANGE_SEQ)
+
+
+def tla_module(events: Sequence[TraceEvent]) -> str:
+    """The events as ``TraceData.TraceLog``, a TLA+ sequence of records."""
+    rows = []
+    for e in events:
+        after = ", ".join(str(b) for b in e.after)
+        rows.append(
+            f'[actor |-> "{e.actor}", rd |-> {e.rd}, action |-> "{e.action}", '
+            f"chunk |-> {e.chunk}, reader |-> {-1 if e.reader is None else e.reader}, "
+            f"after |-> <<{after}>>, seq |-> {tla_value(e.seq)}, "
+            f"abort |-> {'TRUE' if e.abort else 'FALSE'}, "
+            f"raised |-> {'TRUE' if e.raised else 'FALSE'}]"
+        )
+    body = ",\n    ".join(rows)
+    return (
+        "---- MODULE TraceData ----\nEXTENDS Integers, Sequences\n"
+        f"TraceLog == <<\n    {body}\n>>\n====\n"
+    )
+
+
+#: Why TLC rejected a trace, by the result word it reported.
+REASONS = {
+    "ReplayStepInv": "the event is not that actor's next step in the spec",
+    "ReplayChunkInv": "the event acts on another chunk than the actor's current one",
+    "ReplayFlagsInv": "the chunk's flag bytes after the event differ from the spec's",
+    "ReplaySeqInv": "the payload's sequence number is not the one filled / due",
+}
+REPLAY_INVARIANTS = tuple(REASONS)
+SAFETY_INVARIANTS = (
+    "TypeOKInv",
+    "NoTornReadInv",
+    "DeliveredPrefixInv",
+    "PublishedBeforeReadInv",
+    "NoOverwriteUnreadInv",
+    "FlagInBoundsInv",
+    "PollFlagsStableInv",
+    "ReadFlagMeansReadInv",
+)
+ACCEPTED = "TraceNotDoneInv"
+
+
+@dataclass
+class Verdict:
+    """What TLC made of one trace."""
+
+    accepted: bool
+    result: str  # TLC's result word: ACCEPTED, a Replay*Inv, a safety invariant, error(...)
+    events: int
+    states: str
+    seconds: float
+    rejected_at: int | None  # index of the event that could not be replayed
+    event: TraceEvent | None
+    output: str = field(repr=False)
+
+    @property
+    def reason(self) -> str:
+        if self.accepted:
+            return "every event replayed"
+        if self.result in REASONS:
+            return REASONS[self.result]
+        if self.result in SAFETY_INVARIANTS:
+            return f"the spec's invariant {self.result} is violated"
+        return f"TLC failed: {self.result}"
+
+    def describe(self) -> str:
+        verdict = "ACCEPTED" if self.accepted else f"REJECTED ({self.result})"
+        head = (
+            f"trace validation: {verdict}: {self.events} events, {self.states} states, "
+            f"TLC {self.seconds:.1f} s"
+        )
+        if self.accepted:
+            return head
+        where = "" if self.event is None else f"\n  at event {self.rejected_at}: {self.event}"
+        return f"{head}\n  {self.reason}{where}"
+
+
+def validate(
+    events: Sequence[TraceEvent],
+    *,
+    n_reader: int,
+    max_chunks: int,
+    messages: int,
+    aborts: int | None = None,
+    raises: int | None = None,
+    workers: int = 1,
+    timeout: float = 240,
+    directory: str | os.PathLike[str] | None = None,
+) -> Verdict:
+    """Replay ``events`` with TLC; ``messages`` is the run's message count (MaxMsgs),
+    ``aborts``/``raises`` the bounds (default: the counts in the trace)."""
+    from spec import tlc  # the repository's one TLC driver
+
+    if aborts is None:
+        aborts = sum(e.action == WRITER_ABORT for e in events)
+    if raises is None:
+        raises = sum(e.raised for e in events)
+    tmp_ctx = tempfile.TemporaryDirectory(prefix="vr-trace-") if directory is None else None
+    tmp = Path(tmp_ctx.name) if tmp_ctx is not None else Path(directory or ".")
+    try:
+        for name in ("RingBuffer.tla", "TraceRingBuffer.tla", "MCTrace.tla"):
+            shutil.copy(tlc.SPEC_DIR / name, tmp / name)
+        (tmp / "TraceData.tla").write_text(tla_module(events))
+        cfg = tmp / "MCTrace.cfg"
+        invariants = "\n".join(
+            f"INVARIANT {name}" for name in (*REPLAY_INVARIANTS, *SAFETY_INVARIANTS, ACCEPTED)
+        )
+        cfg.write_text(
+            "CONSTANTS\n"
+            f"    NReaders = {n_reader}\n    NChunks = {max_chunks}\n"
+            f"    MaxMsgs = {max(messages, 1)}\n"
+            f"    MaxAborts = {aborts}\n    MaxReaderRaises = {raises}\n"
+            "    FlagIndex <- TraceFlagIndex\n    Trace <- TraceValue\n"
+            f"INIT TraceInit\nNEXT TraceNext\n{invariants}\n"
+        )
+        run = tlc.run(tmp / "MCTrace.tla", cfg, workers=workers, timeout=timeout, deadlock=False)
+    finally:
+        if tmp_ctx is not None:
+            tmp_ctx.cleanup()
+    result = run.result
+    at: int | None = None
+    # spec.tlc knows message 2110; a violation in the initial state is 2107
+    initial = re.search(r"Invariant (\w+) is violated by the initial state", run.output)
+    if result.startswith("error(") and initial:
+        result, at = initial.group(1), 0
+    accepted = result == ACCEPTED
+    if not accepted and run.trace and "step" in run.trace[-1].assignments:
+        at = int(run.trace[-1].assignments["step"])
+    event = events[at] if at is not None and at < len(events) else None
+    return Verdict(accepted, result, len(events), run.states, run.seconds, at, event, run.output)
+
+
+# ----------------------------------------------------------------------- harness
+
+#: A traced message: its sequence number, then a check word derived from it.
+MESSAGE = struct.Struct("<qQ")
+CHUNK_BYTES = 32
+
+
+def check_word(seq: int) -> int:
+    return (seq * 0x9E3779B97F4A7C15 + 0x5BD1E995) % 2**64
+
+
+class _CallerRaised(Exception):
+    """The traced caller's own exception inside a with-body (an abort / a raise)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One traced harness run. ``abort_every``: the writer's body raises before
+    every such message (then retries it); ``raise_every``: reader 0's body raises
+    after loading every such message. 0: never."""
+
+    messages: int
+    abort_every: int = 0
+    raise_every: int = 0
+    mutant: str | None = None
+    stall_timeout: float = 5.0
+
+
+# Mutants: a known bug applied to one side's cursor in its traced process. The
+# observer calls stay where the code's `# spec:` sites are; only the statements move.
+
+
+class _PublishBeforeClear(WriterCursor):
+    """Writer: written = 1 before the read flags are cleared."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            return super().__exit__(exc_type, exc, tb)
+        i = self.index
+        obs = self.observer
+        self._holding = False
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
+        flags = self._flags[i]
+        fence()
+        if obs is not None:
+            obs.before_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
+        flags[WRITTEN_POSITION] = 1  # BUG: published with the old read flags still set
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
+        for r, pos in self._positions:
+            if obs is not None:
+                obs.before_step(WRITER_ACTOR, WRITER_CLEAR_READ_FLAG, i, r)
+            flags[pos] = 0
+            if obs is not None:
+                obs.after_step(WRITER_ACTOR, WRITER_CLEAR_READ_FLAG, i, r)
+        self.index = (i + 1) % self._max_chunks
+
+
+class _AnyReader(WriterCursor):
+    """Writer: a chunk is free as soon as ANY reader's flag is 1."""
+
+    def _poll_free(self) -> bool:
+        i = self.index
+        flags = self._flags[i]
+        obs = self.observer
+        if obs is not None:
+            obs.before_step(WRITER_ACTOR, WRITER_POLL_WRITTEN, i, None)
+        written = flags[WRITTEN_POSITION]
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_POLL_WRITTEN, i, None)
+        if not written:
+            fence()
+            return True
+        for r, pos in self._positions:
+            if obs is not None:
+                obs.before_step(WRITER_ACTOR, WRITER_POLL_READ_FLAG, i, r)
+            seen = flags[pos]
+            if obs is not None:
+                obs.after_step(WRITER_ACTOR, WRITER_POLL_READ_FLAG, i, r)
+            if seen:  # BUG: one reader done frees the chunk for every reader
+                fence()
+                return True
+        return False
+
+
+class _ReleaseBeforePayload(ReaderCursor):
+    """Reader: its read flag is stored before the caller loads the payload."""
+
+    def __enter__(self) -> memoryview:
+        if self._closed or self._holding:
+            self._refuse()
+        if self.observer is not None:
+            self.observer.before_step(self.actor, READER_READ_PAYLOAD, self.index, None)
+        self._flags[self.index][self._own] = 1  # BUG: released before the loads
+        self._holding = True
+        return self._data[self.index]
+
+
+class _WrongChunk(ReaderCursor):
+    """Reader: hands its caller the next chunk's bytes (an off-by-one view index)."""
+
+    def __enter__(self) -> memoryview:
+        if self._closed or self._holding:
+            self._refuse()
+        if self.observer is not None:
+            self.observer.before_step(self.actor, READER_READ_PAYLOAD, self.index, None)
+        self._holding = True
+        return self._data[(self.index + 1) % self._max_chunks]  # BUG: index + 1
+
+
+def _shift_flag(cursor: ReaderCursor) -> None:
+    """Reader k: uses reader k+1's read flag (a flag index off by one)."""
+    n = cursor._n_reader
+    cursor._own = cursor._ring.layout.read_flag_position((cursor.reader + 1) % n)
+
+
+#: name -> (side it applies to, what it does to that side's cursor)
+MUTANTS: dict[str, tuple[str, Any]] = {
+    "publish_before_clear": ("writer", _PublishBeforeClear),
+    "any_reader": ("writer", _AnyReader),
+    "release_before_payload": ("reader", _ReleaseBeforePayload),
+    "wrong_chunk": ("reader", _WrongChunk),
+    "shifted_flag": ("reader", _shift_flag),
+}
+
+
+def _apply_mutant(cursor: WriterCursor | ReaderCursor, mutant: str | None, side: str) -> None:
+    if mutant is None:
+        return
+    where, bug = MUTANTS[mutant]
+    if where != side:
+        return
+    if isinstance(bug, type):
+        cursor.__class__ = bug
+    else:
+        bug(cursor)
+
+
+def traced_writer(handle: RingHandle, log: TraceLog, cfg: RunConfig) -> int:
+    """Write messages 0..N-1 (aborting and retrying some); the number of aborts."""
+    ring = ShmRingBuffer.attach(handle)
+    rec = TraceRecorder(log, handle)
+    aborts = 0
+    try:
+        w = ring.writer(observer=rec)
+        _apply_mutant(w, cfg.mutant, "writer")
+        for seq in range(cfg.messages):
+            if cfg.abort_every and seq % cfg.abort_every == cfg.abort_every - 1:
+                try:
+                    with w.acquire_write(cfg.stall_timeout) as buf:
+                        SEQ.pack_into(buf, 0, -100 - seq)  # a partial store, then the raise
+                        raise _CallerRaised
+                except _CallerRaised:
+                    aborts += 1
+            with w.acquire_write(cfg.stall_timeout) as buf:
+                MESSAGE.pack_into(buf, 0, seq, check_word(seq))
+    finally:
+        rec.close()
+        ring.close()
+    return aborts
+
+
+def traced_reader(handle: RingHandle, k: int, log: TraceLog, cfg: RunConfig) -> int:
+    """Read every message, checking order and content exactly; the number of raises."""
+    ring = ShmRingBuffer.attach(handle)
+    rec = TraceRecorder(log, handle)
+    raises = 0
+    try:
+        r = ring.reader(k, observer=rec)
+        _apply_mutant(r, cfg.mutant, "reader")
+        for m in range(cfg.messages):
+            raising = k == 0 and cfg.raise_every > 0 and m % cfg.raise_every == cfg.raise_every - 1
+            try:
+                with r.acquire_read(cfg.stall_timeout) as buf:
+                    seq, word = MESSAGE.unpack_from(buf)
+                    rec.loaded(r.actor, seq, raising)
+                    if raising:
+                        raise _CallerRaised
+            except _CallerRaised:
+                raises += 1
+            if seq != m or word != check_word(seq):
+                raise AssertionError(f"reader {k}: message #{m} arrived as #{seq} (word {word:#x})")
+    finally:
+        rec.close()
+        ring.close()
+    return raises
+
+
+@dataclass
+class Recording:
+    """One traced run: its events, the bounds for the spec, how each process ended."""
+
+    events: list[TraceEvent]
+    n_reader: int
+    max_chunks: int
+    messages: int
+    dropped: int  # steps after the log was full
+    outcomes: list[Outcome]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outcomes)
+
+    @property
+    def aborts(self) -> int:
+        return sum(e.action == WRITER_ABORT for e in self.events)
+
+    @property
+    def raises(self) -> int:
+        return sum(e.raised for e in self.events)
+
+    def validate(self, events: Sequence[TraceEvent] | None = None, **kw: Any) -> Verdict:
+        """TLC's verdict on this run's trace (or on ``events``, e.g. a tampered copy)."""
+        evs = self.events if events is None else events
+        kw.setdefault("aborts", self.aborts)
+        kw.setdefault("raises", self.raises)
+        return validate(
+            evs, n_reader=self.n_reader, max_chunks=self.max_chunks, messages=self.messages, **kw
+        )
+
+
+def record_run(
+    n_reader: int,
+    max_chunks: int,
+    cfg: RunConfig,
+    *,
+    capacity: int = 20000,
+    time_limit: float = 60.0,
+    failure_grace: float = 1.0,
+) -> Recording:
+    """Run a traced writer and ``n_reader`` readers, each a spawned process."""
+    start = time.monotonic()
+    ring = ShmRingBuffer(n_reader, CHUNK_BYTES, max_chunks)
+    with tempfile.TemporaryDirectory(prefix="vr-tracelog-") as tmp:
+        log = TraceLog.create(tmp, capacity)
+        try:
+            handle = ring.handle()
+            tasks = [Task(traced_writer, (handle, log, cfg), name="writer")] + [
+                Task(traced_reader, (handle, k, log, cfg), name=reader_actor(k))
+                for k in range(n_reader)
+            ]
+            with Supervisor(tasks) as procs:
+                outcomes = procs.wait(time_limit, failure_grace=failure_grace)
+        finally:
+            ring.close()
+        events = log.events()
+        _, dropped = log.counts()
+    return Recording(
+        events,
+        n_reader,
+        max_chunks,
+        cfg.messages,
+        dropped,
+        outcomes,
+        round(time.monotonic() - start, 3),
+    )
