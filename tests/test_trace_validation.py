@@ -168,3 +168,25 @@ def test_a_trace_with_the_old_poll_order_is_rejected(run_2x2: Recording) -> None
     v = run_2x2.validate(tampered)
     assert not v.accepted and v.result == "ReplayStepInv", v.describe()
     assert v.rejected_at == first
+
+
+def test_stress_ring_trace_validates_its_run() -> None:
+    """``python -m stress ring --trace``: the stress harness's own run (END frame
+    included), recorded across its processes and replayed by TLC."""
+    from support.stress_cli import run_stress
+
+    summary = run_stress(
+        "ring",
+        "--trace",
+        "--readers", "2",
+        "--messages", "80",
+        "--max-chunk-bytes", "32",
+        "--max-chunks", "2",
+        "--stall-timeout", "10",
+        "--time-limit", "30",
+    )  # fmt: skip
+    assert summary["ok"] is True, summary["errors"]
+    trace = summary["trace"]
+    assert isinstance(trace, dict)
+    assert trace["accepted"] is True and trace["verdict"] == "TraceNotDoneInv", trace
+    assert trace["events"] > 80 * 8 and trace["dropped"] == 0
