@@ -220,12 +220,17 @@ def writer_proc(
 def collect(out: Any, want: Callable[[list[tuple[Any, ...]]], bool], bound: float = T) -> list[
     tuple[Any, ...]
 ]:
-    """Reports from ``out`` until ``want(reports)`` or ``bound`` seconds."""
+    """Reports from ``out`` (a queue, or a list of them) until ``want(reports)`` or
+    ``bound`` seconds. A process that may be killed or stopped gets a queue of its own:
+    killed or stopped while it holds a shared queue's write lock, it would block every
+    other writer of that queue (a multiprocessing hazard, not the library's)."""
+    queues = out if isinstance(out, list) else [out]
     got: list[tuple[Any, ...]] = []
     deadline = time.monotonic() + bound
     while not want(got) and time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            got.append(out.get(timeout=0.1))
+        for q in queues:
+            with contextlib.suppress(Exception):
+                got.append(q.get(timeout=0.1 / len(queues)))
     return got
 
 
@@ -239,21 +244,22 @@ def received(reports: list[tuple[Any, ...]], rank: int) -> list[Any]:
 def reader_killed(channel: str) -> Obs:
     """Two readers; SIGKILL rank 1; the writer, filling with timeout=None, is told."""
     ctx = spawn()
-    out, stop = ctx.Queue(), ctx.Event()
+    outs, stop = [ctx.Queue(), ctx.Queue()], ctx.Event()  # one each: rank 1 is killed
     local = channel == "local"
     w = MessageQueue(
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
         max_chunk_bytes=SMALL, remote_window=4,
     )
     h = w.export_handle()
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, out, stop)) for rank in (0, 1)]
+    procs = [ctx.Process(target=reader_proc, args=(h, rank, outs[rank], stop))
+             for rank in (0, 1)]
     for p in procs:
         p.start()
     obs: Obs = {"pids": [p.pid for p in procs]}
     try:
         w.wait_until_ready(T)
         w.enqueue("one", timeout=T)
-        collect(out, lambda g: len([x for x in g if x[1] == "got"]) == 2)
+        collect(outs, lambda g: len([x for x in g if x[1] == "got"]) == 2)
         sent = ["one"]
         os.kill(procs[1].pid, signal.SIGKILL)
         t_kill = time.monotonic()
@@ -266,7 +272,7 @@ def reader_killed(channel: str) -> Obs:
         obs["fill"] = outcome(fill)
         obs["detect_seconds"] = time.monotonic() - t_kill
         obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
-        reports = collect(out, lambda g: len(received(g, 0)) >= len(sent) - 1, bound=5.0)
+        reports = collect(outs[0], lambda g: len(received(g, 0)) >= len(sent) - 1, bound=5.0)
         obs["rank0_got"] = ["one", *received(reports, 0)]
         obs["sent"] = sent
         obs["rank0_errors"] = [r for r in reports if r[0] == 0 and r[1] == "error"]
@@ -281,12 +287,13 @@ def reader_stopped() -> Obs:
     """Local ranks 0, 1 and remote rank 2; SIGSTOP rank 1: the writer's timeouts and
     stall log name rank 1, ranks 0 and 2 get every message; after SIGCONT all is well."""
     ctx = spawn()
-    out, stop = ctx.Queue(), ctx.Event()
+    outs, stop = [ctx.Queue() for _ in range(3)], ctx.Event()  # one each: rank 1 is stopped
     w = MessageQueue(
         3, 2, [0, 1], connect_ip=LOOPBACK, max_chunks=4, max_chunk_bytes=SMALL, remote_window=64
     )
     h = w.export_handle()
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, out, stop)) for rank in (0, 1, 2)]
+    procs = [ctx.Process(target=reader_proc, args=(h, rank, outs[rank], stop))
+             for rank in (0, 1, 2)]
     for p in procs:
         p.start()
     obs: Obs = {"pids": [p.pid for p in procs]}
@@ -296,7 +303,7 @@ def reader_stopped() -> Obs:
         for i in range(2):
             w.enqueue(i, timeout=T)
             sent.append(i)
-        reports = collect(out, lambda g: all(len(received(g, r)) == 2 for r in (0, 1, 2)))
+        reports = collect(outs, lambda g: all(len(received(g, r)) == 2 for r in (0, 1, 2)))
         os.kill(procs[1].pid, signal.SIGSTOP)
         errors = []
         for i in range(2, 12):
@@ -313,7 +320,7 @@ def reader_stopped() -> Obs:
             obs["stalled"] = error_of(lambda: w.enqueue("stalled", timeout=1.0))
         obs["stall_log"] = logs.lines
         reports += collect(
-            out, lambda g: all(len(received(reports + g, r)) == len(sent) for r in (0, 2))
+            outs, lambda g: all(len(received(reports + g, r)) == len(sent) for r in (0, 2))
         )
         obs["others_got"] = {r: received(reports, r) for r in (0, 2)}
         obs["others_errors"] = [r for r in reports if r[1] == "error"]
@@ -321,7 +328,7 @@ def reader_stopped() -> Obs:
         os.kill(procs[1].pid, signal.SIGCONT)
         w.enqueue("after", timeout=T)
         sent.append("after")
-        more = collect(out, lambda g: all(len(received(reports + g, r)) == len(sent)
+        more = collect(outs, lambda g: all(len(received(reports + g, r)) == len(sent)
                                           for r in (0, 1, 2)))
         reports += more
         obs["all_got"] = {r: received(reports, r) for r in (0, 1, 2)}

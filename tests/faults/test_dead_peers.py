@@ -13,18 +13,7 @@ from faults.drivers import BOUND, HOST
 Note = Callable[[str, float], None]
 
 
-REMOTE_LOSS = pytest.mark.xfail(
-    strict=False,
-    reason="OPEN: in about 1 run of 6 on a loaded 2-core machine, the live remote reader "
-    "receives none of the 4 messages sent after its co-reader was SIGKILLed (its socket "
-    "stays connected, it reports no error); root cause not found yet (libzmq XPUB pipe "
-    "termination with XPUB_NODROP is the suspect)",
-)
-
-
-@pytest.mark.parametrize(
-    "channel", ["local", pytest.param("remote", marks=REMOTE_LOSS)]
-)
+@pytest.mark.parametrize("channel", ["local", "remote"])
 def test_reader_sigkill_breaks_the_waiting_writer_naming_it(channel: str, measured: Note) -> None:
     obs, run = run_case(drivers.reader_killed, channel)
     fill = obs["fill"]
