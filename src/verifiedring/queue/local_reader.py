@@ -96,7 +96,10 @@ class LocalReader(QueueReader):
         shutdown, :class:`DecodeError` (message consumed) if it does not unpickle,
         :class:`CancelledError` when woken by :meth:`shutdown` or ``cancel``.
         ``indefinite=True`` (a worker's busy loop): no stall warnings."""
-        self._begin(cancel, indefinite)
+        if self._refusal is not None or self.shutting_down:
+            self._not_now()
+        self._cancel = cancel  # consulted only while it waits (as vLLM's)
+        self._quiet = indefinite
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
         if self._pending is None:
             cursor = self._cursor

@@ -71,14 +71,10 @@ class QueueReader(MessageQueue):
         :class:`CancelledError` within ``WATCH_INTERVAL``, and so does every later one."""
         self.shutting_down = True
 
-    def _begin(self, cancel: Cancel | None, indefinite: bool) -> None:
-        """Start a dequeue: its cancel event, and whether it logs stalls."""
-        if self._refusal is not None:
-            self._refuse()
-        if self.shutting_down or (cancel is not None and cancel.is_set()):
-            self._cancelled()
-        self._cancel = cancel
-        self._quiet = indefinite
+    def _not_now(self) -> None:
+        """Raise why this reader cannot dequeue now (refused, or shut down)."""
+        self._refuse()
+        self._cancelled()
 
     def _cancelled(self) -> None:
         why = "shutdown() was called" if self.shutting_down else "its cancel event was set"

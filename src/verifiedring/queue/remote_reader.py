@@ -53,7 +53,10 @@ class RemoteReader(QueueReader):
         indefinite: bool = False,
     ) -> Any:
         """The next object, in the writer's order (see :meth:`LocalReader.dequeue`)."""
-        self._begin(cancel, indefinite)
+        if self._refusal is not None or self.shutting_down:
+            self._not_now()
+        self._cancel = cancel  # consulted only while it waits (as vLLM's)
+        self._quiet = indefinite
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
         frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
         header = self._parse_header(frames[0])
