@@ -213,7 +213,7 @@ class Summary:
     sent: int
     received: list[int]
     errors: list[str]
-    #: --trace: events, dropped, states, tlc_seconds, verdict (TLC's result word), accepted
+    #: --trace: events, dropped, folded, states, tlc_seconds, verdict (TLC's word), accepted, detail
     trace: dict[str, Any] | None = None
 
 
@@ -253,7 +253,7 @@ def run(args: argparse.Namespace) -> Summary:
         finally:
             ring.close()
         events = [] if log is None else log.events()
-        dropped = 0 if log is None else log.counts()[1]
+        _, _, dropped, folded = (0, 0, 0, 0) if log is None else log.header()
     errors = problems(outcomes)
     left = os.path.exists(os.path.join(SHM_DIR, ring.name))
     if left:
@@ -263,6 +263,7 @@ def run(args: argparse.Namespace) -> Summary:
     trace = None
     if traced:
         trace = _validate(events, dropped, args, sent if outcomes[0].ok else None)
+        trace["folded"] = folded
         if not trace["accepted"]:
             errors.append(f"trace validation: {trace['verdict']}: {trace['detail']}")
     return Summary(

@@ -30,7 +30,8 @@ from verifiedring.testing.trace import (
     record_run,
 )
 
-MESSAGES = 300
+MESSAGES = 200
+CAPACITY = 50000  # events; a correct 2x2 run of 200 messages records about 4,000-6,000
 ABORT_EVERY = 37  # the writer's body raises before every 37th message, then retries it
 RAISE_EVERY = 29  # reader 0's body raises after loading every 29th message
 
@@ -40,7 +41,7 @@ pytestmark = [needs_java, pytest.mark.timeout(120)]
 
 def recorded(n_reader: int, max_chunks: int, **kw: object) -> Recording:
     cfg = RunConfig(MESSAGES, abort_every=ABORT_EVERY, raise_every=RAISE_EVERY, **kw)  # type: ignore[arg-type]
-    return record_run(n_reader, max_chunks, cfg)
+    return record_run(n_reader, max_chunks, cfg, capacity=CAPACITY)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,11 @@ chunk's flag bytes after the step and, for the payload steps, the *payload
 sequence number*: the first 8 bytes of the chunk (little-endian, signed) after
 ``WriterFillPayload`` (what the writer stored) and, for ``ReaderReadPayload``,
 what the reader's caller reports it loaded (:meth:`TraceRecorder.loaded`; the
-chunk's bytes when it reports nothing). The log has a capacity: once full,
-recording stops (and so does the locking); the run goes on.
+chunk's bytes when it reports nothing). A failed poll that exactly repeats the
+same actor's previous failed poll, with no step of anyone in between (a waiting
+side spinning), is folded into that one (:func:`_failed_poll_cycle` says why the
+verdict cannot change). The log has a capacity: once full, recording stops (and
+so does the locking); the run goes on.
 
 :func:`validate` writes the events as ``TraceData.tla`` next to copies of
 ``spec/RingBuffer.tla``, ``TraceRingBuffer.tla`` and ``MCTrace.tla`` and runs
@@ -52,6 +55,8 @@ from ..ring import RingHandle, ShmRingBuffer
 from ..shm import SharedSegment
 from ..steps import (
     ALL_STEPS,
+    READER_POLL_READ_FLAG,
+    READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
     WRITER_ABORT,
     WRITER_ACTOR,
@@ -71,7 +76,8 @@ OUT_OF_RANGE_SEQ = -3
 SEQ = struct.Struct("<q")  # the payload's first 8 bytes, as the recorder reads them
 MAX_FLAGS = 8  # flag bytes a record holds: written + up to 7 readers
 
-_HEADER = struct.Struct("<QQQ")  # capacity, events recorded, events not recorded (log full)
+#: capacity, events recorded, steps not recorded (log full), repeated failed polls folded
+_HEADER = struct.Struct("<QQQQ")
 _HEADER_SIZE = 32
 #: actor (-1 writer, else reader index), action (index in ALL_STEPS), chunk,
 #: read-flag index (-1 none), flag bytes used, seq, flag bytes
@@ -135,20 +141,23 @@ class TraceLog:
         with open(path, "wb") as f:
             f.truncate(_HEADER_SIZE + capacity * _RECORD.size)
             f.seek(0)
-            f.write(_HEADER.pack(capacity, 0, 0))
+            f.write(_HEADER.pack(capacity, 0, 0, 0))
         return cls(path, capacity, mp.get_context("spawn").Lock())
 
     def counts(self) -> tuple[int, int]:
         """(events recorded, steps left unrecorded because the log was full)."""
+        return self.header()[1:3]
+
+    def header(self) -> tuple[int, int, int, int]:
+        """(capacity, events recorded, steps not recorded, failed-poll events folded)."""
         with open(self.path, "rb") as f:
-            _, count, dropped = _HEADER.unpack(f.read(_HEADER.size))
-        return count, dropped
+            return _HEADER.unpack(f.read(_HEADER.size))
 
     def events(self) -> list[TraceEvent]:
         """The recorded events, in order; ``abort`` set from the writer's next event."""
         with open(self.path, "rb") as f:
             data = f.read()
-        _, count, _ = _HEADER.unpack_from(data, 0)
+        _, count, _, _ = _HEADER.unpack_from(data, 0)
         raw: list[TraceEvent] = []
         for n in range(count):
             actor, action, chunk, reader, nflags, seq, flags = _RECORD.unpack_from(
@@ -222,10 +231,10 @@ class TraceRecorder:
             raise TraceError(
                 f"{actor} {action}: the trace lock was not free within {self._timeout:g} s"
             )
-        _, count, dropped = _HEADER.unpack_from(self._map, 0)
+        _, count, dropped, folded = _HEADER.unpack_from(self._map, 0)
         if count >= self._capacity:
             self._full = True
-            _HEADER.pack_into(self._map, 0, self._capacity, count, dropped + 1)
+            _HEADER.pack_into(self._map, 0, self._capacity, count, dropped + 1, folded)
             self._lock.release()
             return
         self._held.add(actor)
@@ -249,23 +258,39 @@ class TraceRecorder:
                     code |= 0x80 if raising else 0
             off = lay.flags_offset(chunk)
             flags = bytes(buf[off : off + lay.flags_per_chunk])
-            _, count, dropped = _HEADER.unpack_from(self._map, 0)
+            _, count, dropped, folded = _HEADER.unpack_from(self._map, 0)
             rd = -1 if actor == WRITER_ACTOR else int(actor.removeprefix("reader"))
-            _RECORD.pack_into(
-                self._map,
-                _HEADER_SIZE + count * _RECORD.size,
-                rd,
-                code,
-                chunk,
-                -1 if reader is None else reader,
-                len(flags),
-                seq,
-                flags,
+            record = _RECORD.pack(
+                rd, code, chunk, -1 if reader is None else reader, len(flags), seq, flags
             )
+            cycle = _failed_poll_cycle(action, rd, reader, flags)
+            if cycle and self._repeats(count, cycle, record):
+                # the same failed poll again, nobody stepped since: fold it
+                count -= cycle - 1
+                folded += cycle
+            else:
+                start = _HEADER_SIZE + count * _RECORD.size
+                self._map[start : start + _RECORD.size] = record
+                count += 1
             # the count last: a process killed mid-record leaves no half event
-            _HEADER.pack_into(self._map, 0, self._capacity, count + 1, dropped)
+            _HEADER.pack_into(self._map, 0, self._capacity, count, dropped, folded)
         finally:
             self._lock.release()
+
+    def _record(self, n: int) -> bytes:
+        start = _HEADER_SIZE + n * _RECORD.size
+        return self._map[start : start + _RECORD.size]
+
+    def _repeats(self, count: int, cycle: int, record: bytes) -> bool:
+        """Whether the log ends with ``cycle - 1`` events of ``record``'s actor that,
+        with ``record``, repeat the ``cycle`` events just before them."""
+        if count < 2 * cycle - 1:
+            return False
+        new = [self._record(n) for n in range(count - cycle + 1, count)] + [record]
+        if any(r[0] != record[0] for r in new):  # one actor's consecutive events only
+            return False
+        old = [self._record(n) for n in range(count - 2 * cycle + 1, count - cycle + 1)]
+        return old == new
 
     def close(self) -> None:
         if self._held:  # a step left open: never leave the others blocked
@@ -274,6 +299,27 @@ class TraceRecorder:
         self._map.close()
         self._file.close()
         self._segment.close()
+
+
+def _failed_poll_cycle(action: str, rd: int, reader: int | None, flags: bytes) -> int:
+    """The number of events of a poll that this load fails (its first load included),
+    or 0 when the load does not fail the poll; judged from the flag bytes after it,
+    at the flag positions the spec reads.
+
+    A failed poll leaves the spec's state as it was before the poll's first load
+    (a failed first load is a stutter; a failed later load goes back to the first
+    load), and the replay of an event is determined by the event. So a failed poll
+    that exactly repeats the same actor's previous failed poll, with no event of
+    anyone in between, replays from and to the same state as that one: the
+    recorder folds it (counted in the log's header) and the verdict is unchanged.
+    """
+    if action == READER_POLL_READ_FLAG:
+        return 1 if flags[1 + rd] == 1 else 0
+    if action == READER_POLL_WRITTEN:
+        return 2 if flags[WRITTEN_POSITION] == 0 else 0
+    if action == WRITER_POLL_READ_FLAG and reader is not None:
+        return reader + 2 if flags[1 + reader] == 0 else 0
+    return 0
 
 
 # --------------------------------------------------------------------------- TLC
@@ -616,6 +662,7 @@ class Recording:
     max_chunks: int
     messages: int
     dropped: int  # steps after the log was full
+    folded: int  # events of failed polls that repeated the actor's previous one
     outcomes: list[Outcome]
     seconds: float
 
@@ -666,13 +713,14 @@ def record_run(
         finally:
             ring.close()
         events = log.events()
-        _, dropped = log.counts()
+        _, _, dropped, folded = log.header()
     return Recording(
         events,
         n_reader,
         max_chunks,
         cfg.messages,
         dropped,
+        folded,
         outcomes,
         round(time.monotonic() - start, 3),
     )
