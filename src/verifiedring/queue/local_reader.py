@@ -38,6 +38,9 @@ from .handle import Handle, ring_tag
 from .reader import Cancel, QueueReader
 from .sockets import pending_frames
 
+_read_header = wire.HEADER.unpack_from  # bound once: the hot path pays no lookups
+_load_inline = wire.load_inline
+
 #: How often a local reader blocked on the ring looks at its socket.
 SLICE = 0.2
 
@@ -108,14 +111,14 @@ class LocalReader(QueueReader):
                 wait_for(self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout)
             # spec: ReaderTakeChunk -- the with-block releases the chunk, also on a raise
             with cursor as chunk:
-                header = wire.HEADER.unpack_from(chunk)
+                header = _read_header(chunk)
                 kind, seq = header[0], header[1]
                 if seq != self._seq or kind not in wire.CHUNK_KINDS:
                     raise self._out_of_order("ring", kind, seq)
                 if kind != wire.OVERFLOW:
                     self._seq = seq + 1  # consumed before it is decoded
                     try:
-                        return wire.load_inline(chunk, header)
+                        return _load_inline(chunk, header)
                     except DecodeError as exc:
                         raise self._named(exc) from exc.cause
                 self._pending = seq  # the chunk is released now; the frame is awaited

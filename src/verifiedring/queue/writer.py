@@ -35,6 +35,9 @@ from .sockets import (
 
 logger = logging.getLogger("verifiedring")
 
+_chunk_bytes = wire.chunk_bytes  # bound once: the hot path pays no lookups
+_write_inline = wire.write_inline
+
 DEFAULT_REMOTE_WINDOW = 1024
 #: How long the writer's close() lets queued frames drain to readers.
 DEFAULT_LINGER = 5.0
@@ -220,14 +223,14 @@ class QueueWriter(MessageQueue):
         cursor = self._cursor
         overflow = False
         if cursor is not None:
-            overflow = not self._fits(wire.chunk_bytes(p))
+            overflow = not self._fits(_chunk_bytes(p))
             try:
                 # spec: WriterPublishChunk -- the object inline, or its overflow marker
                 with cursor.claim(deadline, self._watch) as chunk:
                     if overflow:
                         wire.write_marker(chunk, seq, p)
                     else:
-                        wire.write_inline(chunk, seq, p)
+                        _write_inline(chunk, seq, p)
             except RingTimeoutError as exc:
                 raise self._ring_stalled(cursor, seq, exc) from None
         if overflow or credit is not None:
