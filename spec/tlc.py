@@ -38,6 +38,7 @@ _END_RE = re.compile(r"^@!@!@ENDMSG (\d+) @!@!@$")
 
 # TLC -tool message codes
 MSG_INVARIANT_VIOLATED = 2110
+MSG_INVARIANT_VIOLATED_INITIAL = 2107  # "Invariant X is violated by the initial state"
 MSG_DEADLOCK = 2114
 MSG_TEMPORAL_VIOLATED = 2116
 MSG_STATS = 2199
@@ -169,7 +170,7 @@ def classify(rc: int, out: str, cfg_text: str) -> tuple[str, str, list[TraceStat
                 states = m.group(1).replace(",", "")
             elif m:
                 progress = m.group(1).replace(",", "")
-        elif code == MSG_INVARIANT_VIOLATED and result is None:
+        elif code in (MSG_INVARIANT_VIOLATED, MSG_INVARIANT_VIOLATED_INITIAL) and result is None:
             m = re.search(r"Invariant (\w+) is violated", body)
             result = m.group(1) if m else "invariant:?"
         elif code == MSG_DEADLOCK and result is None:
