@@ -20,15 +20,8 @@ from dataclasses import replace
 import pytest
 
 from spec import tlc
-from verifiedring.testing.trace import (
-    MUTANTS,
-    REASONS,
-    Recording,
-    RunConfig,
-    TraceEvent,
-    Verdict,
-    record_run,
-)
+from verifiedring.testing.trace import REASONS, TraceEvent, Verdict
+from verifiedring.testing.trace_runs import MUTANTS, Recording, RunConfig, record_run
 
 MESSAGES = 200
 CAPACITY = 50000  # events; a correct 2x2 run of 200 messages records about 4,000-6,000
