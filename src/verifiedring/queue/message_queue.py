@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import zmq
 
 from ..errors import ClosedError, MisuseError
-from ..waiting import DEFAULT_LOG_INTERVAL
+from ..waiting import DEFAULT_LOG_INTERVAL, Deadline
 from .handle import Handle
 from .sockets import MAX_RANK
 
@@ -83,6 +83,7 @@ class MessageQueue:
 
     # Class-level defaults so close() and __del__ work on a half-built end.
     _closed = True
+    _handshaken = False
     _refusal: Refusal | None = (ClosedError, "the queue end was never opened")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> MessageQueue:
@@ -182,6 +183,18 @@ class MessageQueue:
         return MisuseError(f"{self._who()}: {call} is not a call of {role}")
 
     def wait_until_ready(self, timeout: float | None = None) -> None:
+        """Collective: the writer waits for every reader to subscribe, then sends READY;
+        each reader waits for READY. Idempotent once it has returned."""
+        if self._closed:
+            self._refuse()
+        if self._handshaken:
+            return
+        self._handshake(Deadline.after(timeout))
+        self._handshaken = True
+        self._refusal = None
+
+    def _handshake(self, deadline: Deadline) -> None:
+        """This role's side of the READY handshake."""
         raise NotImplementedError
 
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:

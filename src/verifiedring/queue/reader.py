@@ -55,7 +55,6 @@ class QueueReader(MessageQueue):
         self._writer_pid = handle.writer_pid
         self._lost_at: float | None = None  # when the writer was first seen gone
         self._writer = f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
-        self._handshaken = False
         self._open((MisuseError, "call wait_until_ready() before dequeue()"))
 
     def _who(self) -> str:
@@ -142,13 +141,8 @@ class QueueReader(MessageQueue):
         self._refusal = (BrokenPeerError, f"{self._writer} is gone ({how})")
         return BrokenPeerError(f"{self._who()}: {self._writer} is gone ({how})")
 
-    def wait_until_ready(self, timeout: float | None = None) -> None:
-        """Wait for the writer's READY. Idempotent once it has returned."""
-        if self._closed:
-            self._refuse()
-        if self._handshaken:
-            return
-        deadline = Deadline.after(timeout)
+    def _handshake(self, deadline: Deadline) -> None:
+        """Wait for the writer's READY."""
         # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
         header = self._parse_header(
             self._recv(self._socket(), deadline, "READY from the writer")[0]
@@ -158,10 +152,6 @@ class QueueReader(MessageQueue):
                 f"{self._who()}: expected READY as the first message, got "
                 f"{wire.kind_name(header[0])} seq {header[1]}"
             )
-        self._handshaken = True
-        self._refusal = None
-        if self._shutdown_total is not None:
-            self._saw_shutdown(self._shutdown_total)
 
     def _saw_shutdown(self, total: int) -> None:
         """The writer sent ``total`` messages in all: refuse once all are received."""

@@ -269,27 +269,26 @@ class LocalEndpoint:
         self.remove_directory()
 
 
-def remote_xpub(
-    ctx: zmq.Context[Any], ip: str, hwm: int, keys: ServerKeys
-) -> tuple[zmq.Socket[Any], str]:
-    sock = _xpub(ctx, hwm)
+def _serve_tcp(sock: zmq.Socket[Any], ip: str, keys: ServerKeys) -> tuple[zmq.Socket[Any], str]:
+    """Make ``sock`` a CURVE server and bind it on ``ip``; closed again if that fails."""
     try:
         serve(sock, keys)
         return sock, bind_tcp(sock, ip)
     except BaseException:
         sock.close(linger=0)
         raise
+
+
+def remote_xpub(
+    ctx: zmq.Context[Any], ip: str, hwm: int, keys: ServerKeys
+) -> tuple[zmq.Socket[Any], str]:
+    return _serve_tcp(_xpub(ctx, hwm), ip, keys)
 
 
 def ack_pull(ctx: zmq.Context[Any], ip: str, keys: ServerKeys) -> tuple[zmq.Socket[Any], str]:
     sock: zmq.Socket[Any] = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, 0)  # acks are bounded by the protocol (one per interval)
-    try:
-        serve(sock, keys)
-        return sock, bind_tcp(sock, ip)
-    except BaseException:
-        sock.close(linger=0)
-        raise
+    return _serve_tcp(sock, ip, keys)
 
 
 def subscriber(

@@ -96,7 +96,6 @@ class QueueWriter(MessageQueue):
         self._linger_ms = int(linger * 1000)
         self._serializer = Serializer()
         self._seq = 0  # the next message's sequence number
-        self._handshaken = False
         self._shutdown_sent = False
         self._ring: ShmRingBuffer | None = None
         self._cursor: WriterCursor | None = None
@@ -171,13 +170,8 @@ class QueueWriter(MessageQueue):
 
     # --- the handshake -------------------------------------------------------
 
-    def wait_until_ready(self, timeout: float | None = None) -> None:
-        """Wait for every reader to subscribe, then send READY. Idempotent once done."""
-        if self._closed:
-            self._refuse()
-        if self._handshaken:
-            return
-        deadline = Deadline.after(timeout)
+    def _handshake(self, deadline: Deadline) -> None:
+        """Wait for every reader to subscribe, then send READY."""
         # spec: WriterHandshake -- every subscription first (essential), then READY
         peers = self._peers
         if not peers.complete():
@@ -198,8 +192,6 @@ class QueueWriter(MessageQueue):
             self._credit.start(set(peers.remote))
         if self._cursor is not None:
             self._cursor.reader_names = [peers.name(r) for r in self.local_reader_ranks]
-        self._handshaken = True
-        self._refusal = None
 
     # --- messages ------------------------------------------------------------------
 

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _read(path: str) -> str:
+def read_text(path: str) -> str:
+    """A file's text, or "" if it does not exist (a /proc entry of a gone process)."""
     try:
         with open(path, "rb") as f:
             return f.read().decode(errors="replace")
@@ -67,7 +68,7 @@ def _listing(top: str) -> list[str]:
 
 
 def _cmdline(pid: int) -> str:
-    raw = _read(f"/proc/{pid}/cmdline")
+    raw = read_text(f"/proc/{pid}/cmdline")
     return f"pid {pid}: " + (raw.replace("\0", " ").strip() or "?")
 
 

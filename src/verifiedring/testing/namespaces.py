@@ -52,6 +52,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .namespace_init import read_text
+
 __all__ = [
     "Namespace",
     "NamespaceResult",
@@ -192,14 +194,6 @@ def _mounted_under(path: str) -> list[str]:
     return out
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 class Namespace:
     """One run of ``argv`` in fresh namespaces, in steps (see the module docstring).
 
@@ -248,7 +242,7 @@ class Namespace:
     def _ns_ids(self, wait: float = 0.0) -> dict[str, str]:
         deadline = time.monotonic() + wait
         while True:
-            text = _read(self._path("ns.json"))
+            text = read_text(self._path("ns.json"))
             if text:
                 ids: dict[str, str] = json.loads(text)
                 return ids
@@ -339,7 +333,7 @@ class Namespace:
 
     def _collect(self, backstop: bool, lingering: tuple[int, ...]) -> NamespaceResult:
         report: dict[str, Any] = {}
-        text = _read(self._path("report.json"))
+        text = read_text(self._path("report.json"))
         if text:
             report = json.loads(text)
         mounts = _mounted_under(self.work)
@@ -362,8 +356,8 @@ class Namespace:
                 raised = payload
         return NamespaceResult(
             returncode=report.get("returncode"),
-            stdout=_read(self._path("stdout")),
-            stderr=_read(self._path("stderr")),
+            stdout=read_text(self._path("stdout")),
+            stderr=read_text(self._path("stderr")),
             timed_out=backstop or bool(report.get("timed_out")),
             elapsed=float(report.get("elapsed", time.monotonic() - self._started)),
             shm_left=tuple(report.get("shm_left", ())),
