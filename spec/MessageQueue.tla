@@ -148,7 +148,7 @@ Finish == /\ nseq' = nseq + 1
 \* Remote credit: sending message nseq keeps every remote reader within Window.
 CreditOK == \A r \in RemoteReaders : nseq - acked[r] <= Window + CreditSlack
 
-\* queue/writer.py: wait_until_ready (writer side)
+\* queue/writer.py: QueueWriter._handshake (from wait_until_ready)
 WriterHandshake ==
     /\ wpc = "handshake"
     /\ WaitSubs => \A r \in Readers : subscribed[r]
@@ -243,7 +243,7 @@ ReaderSubscribe(r) ==
                    pending, shutTotal, delivered, lost, timeouts, sendFails,
                    decodeFails>>
 
-\* queue/reader.py: wait_until_ready (reader side)
+\* queue/reader.py: QueueReader._handshake (from wait_until_ready)
 ReaderAwaitReady(r) ==
     /\ rpc[r] = "ready"
     /\ sockQ[r] # <<>>
