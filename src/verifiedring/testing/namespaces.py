@@ -30,7 +30,8 @@ API
   optionally ``gated`` so the host can configure the namespace (e.g. move one
   end of a veth pair into :attr:`~Namespace.netns_path`) before
   :meth:`~Namespace.release` lets the ``setup`` commands and the target run,
-  then :meth:`~Namespace.finish`. A later several-hosts fixture builds on this.
+  then :meth:`~Namespace.finish`; :meth:`Namespace.calling` makes one whose target
+  is a callable. :mod:`.multihost` builds several hosts joined by veth pairs on this.
 
 Only the standard library is imported (neither torch nor zmq), and the init
 imports nothing of this package.
@@ -214,6 +215,18 @@ class Namespace:
         self._started = 0.0
         self._result: NamespaceResult | None = None
 
+    @classmethod
+    def calling(cls, fn: Callable[..., Any], *args: Any, sandbox: Sandbox | None = None,
+                gated: bool = False, **kwargs: Any) -> Namespace:
+        """A namespace (not started) whose target is ``fn(*args, **kwargs)``, as in
+        :func:`run_callable`; its result carries the value or the traceback."""
+        ns = cls([sys.executable, INIT_SCRIPT, "--call"], _with_path(sandbox or Sandbox()),
+                 gated=gated)
+        with open(ns._path("call.pkl"), "wb") as f:
+            pickle.dump((fn, args, kwargs), f)
+        ns.argv.append(ns.work)
+        return ns
+
     # paths inside the work directory
     def _path(self, name: str) -> str:
         return os.path.join(self.work, name)
@@ -299,13 +312,16 @@ class Namespace:
         self._remove_work()
         return self._result
 
-    def kill(self) -> None:
-        """End the run now (everything in it is killed), and clean up."""
+    def kill(self) -> tuple[int, ...]:
+        """End the run now (everything in it is killed), and clean up; the host pids
+        of processes still in the namespace afterwards (should be empty)."""
+        lingering: tuple[int, ...] = ()
         if self._proc is not None and self._result is None:
             ids = self._ns_ids()
             self._kill_all()
-            self._await_teardown(ids)
+            lingering = self._await_teardown(ids)
         self._remove_work()
+        return lingering
 
     def _kill_all(self) -> None:
         proc = self._proc
@@ -404,12 +420,8 @@ def run_callable(
     importable by name (a module-level function) and its arguments and return value
     picklable. The result's ``value`` is what it returned, ``raised`` the traceback of
     what it raised (then the exit status is 1)."""
-    ns = Namespace([sys.executable, INIT_SCRIPT, "--call"],
-                   _with_path(sandbox or Sandbox()))
+    ns = Namespace.calling(fn, *args, sandbox=sandbox, **kwargs)
     try:
-        with open(os.path.join(ns.work, "call.pkl"), "wb") as f:
-            pickle.dump((fn, args, kwargs), f)
-        ns.argv.append(ns.work)
         ns.start()
         return ns.finish()
     finally:
