@@ -108,3 +108,25 @@ QUEUE_STEPS: Final = (
     REMOTE_RECV_FRAME,
     REMOTE_SEE_SHUTDOWN,
 )
+
+
+class QueueObserver(Protocol):
+    """Sees each message-queue step of one queue end (trace validation).
+
+    ``begin`` runs where a step starts to act on what a peer can see (it may
+    block: a trace recorder takes its lock there); ``end`` once the step is
+    over, naming the step that happened (a send that failed ends as
+    ``WriterSendFails``, a frame wait that ran out as ``ReaderTimeout``).
+    ``seq`` is the message's sequence number (SHUTDOWN's total for the shutdown
+    steps, -1 where none); ``obj`` what the step published or delivered (a
+    :class:`~verifiedring.errors.DecodeError` for a message that did not
+    unpickle, ``None`` where nothing); ``overflow`` whether a published chunk
+    is an overflow marker. Every ``begin`` is followed by its ``end`` before
+    that end's next ``begin``. With no observer a step costs one ``is None`` test.
+    """
+
+    def begin(self, actor: str) -> None: ...
+
+    def end(
+        self, actor: str, action: str, seq: int, obj: object = None, overflow: bool = False
+    ) -> None: ...

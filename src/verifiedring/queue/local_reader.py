@@ -32,6 +32,15 @@ from ..errors import BrokenPeerError, DecodeError, MisuseError, RingTimeoutError
 from ..leftovers import alive
 from ..ring import ReaderCursor, ShmRingBuffer
 from ..shm import SHM_DIR
+from ..steps import (
+    READER_RECV_FRAME,
+    READER_RESUME,
+    READER_SEE_SHUTDOWN,
+    READER_STASH,
+    READER_TAKE_CHUNK,
+    READER_TIMEOUT,
+    QueueObserver,
+)
 from ..waiting import FOREVER, Deadline, StallLog, wait_for
 from . import wire
 from .handle import Handle, ring_tag
@@ -51,8 +60,8 @@ class LocalReader(QueueReader):
     is_local_reader = True
     channel = "local"
 
-    def __init__(self, handle: Handle, rank: int) -> None:
-        super().__init__(handle, rank)
+    def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
+        super().__init__(handle, rank, observer)
         bh = handle.buffer_handle
         if bh is None or handle.local_subscribe_addr is None:
             raise MisuseError(f"handle lists local rank {rank} but carries no ring")
@@ -104,47 +113,78 @@ class LocalReader(QueueReader):
         self._cancel = cancel  # consulted only while it waits (as vLLM's)
         self._quiet = indefinite
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
+        obs = self._observer
         if self._pending is None:
             cursor = self._cursor
             if not cursor.poll():
                 self._socket_check_at = 0.0
                 wait_for(self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout)
-            # spec: ReaderTakeChunk -- the with-block releases the chunk, also on a raise
-            with cursor as chunk:
-                header = _read_header(chunk)
-                kind, seq = header[0], header[1]
-                if seq != self._seq or kind not in wire.CHUNK_KINDS:
-                    raise self._out_of_order("ring", kind, seq)
-                if kind != wire.OVERFLOW:
-                    self._seq = seq + 1  # consumed before it is decoded
-                    try:
-                        return _load_inline(chunk, header)
-                    except DecodeError as exc:
-                        raise self._named(exc) from exc.cause
-                self._pending = seq  # the chunk is released now; the frame is awaited
-        # spec: ReaderResume -- also entered directly when a marker was pending
+            if obs is not None:
+                obs.begin(self._actor)
+            seq = kind = -1
+            got: Any = None  # what the step delivered, for the observer
+            try:
+                # spec: ReaderTakeChunk -- the with-block releases the chunk, also on a raise
+                with cursor as chunk:
+                    header = _read_header(chunk)
+                    kind, seq = header[0], header[1]
+                    if seq != self._seq or kind not in wire.CHUNK_KINDS:
+                        raise self._out_of_order("ring", kind, seq)
+                    if kind != wire.OVERFLOW:
+                        self._seq = seq + 1  # consumed before it is decoded
+                        try:
+                            got = _load_inline(chunk, header)
+                        except DecodeError as exc:
+                            got = self._named(exc)
+                            raise got from exc.cause
+                        return got
+                    self._pending = seq  # the chunk is released now; the frame is awaited
+            finally:
+                if obs is not None:
+                    obs.end(self._actor, READER_TAKE_CHUNK, seq, got, kind == wire.OVERFLOW)
+        elif obs is not None:
+            # spec: ReaderResume -- a dequeue after a timeout goes back to the pending frame
+            obs.begin(self._actor)
+            obs.end(self._actor, READER_RESUME, self._pending)
         return self._take_frame(self._pending, deadline)
 
     def _take_frame(self, pending: int, deadline: Deadline) -> Any:
+        obs = self._observer
         # spec: ReaderRecvFrame -- the stash first, in arrival order
         if self._stash:
             frames = self._stash.popleft()
         else:
-            # spec: ReaderTimeout -- _recv raises RingTimeoutError and _pending stays set,
-            # so the retry returns this same object (the known trap cannot happen)
-            frames = self._recv(
-                self._sock, deadline,
-                f"overflow frame seq {pending} on the local socket (its chunk is released)",
-            )
-        kind, seq = self._parse_header(frames[0])[:2]
-        if kind != wire.OVERFLOW or seq != pending:
-            raise self._out_of_order("local socket", kind, seq)
-        self._pending = None
-        self._seq = seq + 1  # consumed before it is decoded
+            try:
+                frames = self._recv(
+                    self._sock, deadline,
+                    f"overflow frame seq {pending} on the local socket (its chunk is released)",
+                )
+            except RingTimeoutError:
+                # spec: ReaderTimeout -- _pending stays set, so the retry returns this
+                # same object (the known trap cannot happen)
+                if obs is not None:
+                    obs.begin(self._actor)
+                    obs.end(self._actor, READER_TIMEOUT, pending)
+                raise
+        if obs is not None:
+            obs.begin(self._actor)
+        seq = -1
+        got: Any = None
         try:
-            return wire.load_frame(seq, [f.buffer for f in frames])
-        except DecodeError as exc:
-            raise self._named(exc) from exc.cause
+            kind, seq = self._parse_header(frames[0])[:2]
+            if kind != wire.OVERFLOW or seq != pending:
+                raise self._out_of_order("local socket", kind, seq)
+            self._pending = None
+            self._seq = seq + 1  # consumed before it is decoded
+            try:
+                got = wire.load_frame(seq, [f.buffer for f in frames])
+            except DecodeError as exc:
+                got = self._named(exc)
+                raise got from exc.cause
+            return got
+        finally:
+            if obs is not None:
+                obs.end(self._actor, READER_RECV_FRAME, seq, got)
 
     def _ring_or_shutdown(self) -> bool:
         """The ring's next chunk is ready; every ``SLICE`` also drain the socket
@@ -157,12 +197,19 @@ class LocalReader(QueueReader):
             sock = self._sock
             while (frames := pending_frames(sock)) is not None:
                 kind, seq = self._parse_header(frames[0])[:2]
+                obs = self._observer
+                if obs is not None:
+                    obs.begin(self._actor)
                 if kind == wire.SHUTDOWN:
                     # spec: ReaderSeeShutdown
+                    if obs is not None:
+                        obs.end(self._actor, READER_SEE_SHUTDOWN, seq)
                     self._saw_shutdown(seq)
                 else:
                     # spec: ReaderStash -- the frame of a marker published since the last look
                     self._stash.append(frames)
+                    if obs is not None:
+                        obs.end(self._actor, READER_STASH, seq)
             if self._shutdown_total is not None:
                 self._saw_shutdown(self._shutdown_total)
             self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import zmq
 
 from ..errors import ClosedError, MisuseError
+from ..steps import QueueObserver
 from ..waiting import DEFAULT_LOG_INTERVAL, Deadline
 from .handle import Handle
 from .sockets import MAX_RANK
@@ -85,6 +86,8 @@ class MessageQueue:
     _closed = True
     _handshaken = False
     _refusal: Refusal | None = (ClosedError, "the queue end was never opened")
+    #: Sees every protocol step (trace validation); ``None`` in production.
+    _observer: QueueObserver | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> MessageQueue:
         if cls is MessageQueue:  # vLLM's constructor builds the writer
@@ -122,8 +125,11 @@ class MessageQueue:
     # --- construction of readers ---------------------------------------------
 
     @classmethod
-    def create_from_handle(cls, handle: Handle, rank: int) -> MessageQueue:
-        """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``."""
+    def create_from_handle(
+        cls, handle: Handle, rank: int, *, observer: QueueObserver | None = None
+    ) -> MessageQueue:
+        """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``.
+        ``observer`` sees every protocol step from the subscription on (traces)."""
         if not isinstance(handle, Handle):
             raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
         if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
@@ -134,10 +140,10 @@ class MessageQueue:
         if rank in handle.local_reader_ranks:
             from .local_reader import LocalReader
 
-            return LocalReader(handle, rank)
+            return LocalReader(handle, rank, observer)
         from .remote_reader import RemoteReader
 
-        return RemoteReader(handle, rank)
+        return RemoteReader(handle, rank, observer)
 
     @classmethod
     def create_from_process_group(

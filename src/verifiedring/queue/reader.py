@@ -17,6 +17,13 @@ from ..errors import (
     MisuseError,
     RingTimeoutError,
 )
+from ..steps import (
+    READER_AWAIT_READY,
+    READER_CLOSE,
+    READER_SUBSCRIBE,
+    QueueObserver,
+    reader_actor,
+)
 from ..waiting import Deadline
 from . import wire
 from .curve import CurveKeys
@@ -40,8 +47,10 @@ class QueueReader(MessageQueue):
 
     channel: str  # "local" or "remote", for messages
 
-    def __init__(self, handle: Handle, rank: int) -> None:
+    def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None) -> None:
         self.rank = rank
+        self._observer = observer
+        self._actor = reader_actor(rank)  # the observer's name for this reader
         self.n_reader = handle.n_reader
         self.local_reader_ranks = tuple(handle.local_reader_ranks)
         self.n_local_reader = len(self.local_reader_ranks)
@@ -90,11 +99,17 @@ class QueueReader(MessageQueue):
         """A socket receiving the writer's frames on ``address``, ``window`` of them
         outstanding at most (over CURVE with ``curve``); the writer learns this
         reader's rank from it."""
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
         # spec: ReaderSubscribe
-        return subscriber(
+        sock = subscriber(
             self._ctx, address, hwm_for_window(window), hello_topic(self._signer, self.rank),
             curve,
         )
+        if obs is not None:
+            obs.end(self._actor, READER_SUBSCRIBE, -1)
+        return sock
 
     def _socket(self) -> zmq.Socket[Any]:
         """The socket READY and SHUTDOWN arrive on."""
@@ -147,6 +162,10 @@ class QueueReader(MessageQueue):
         header = self._parse_header(
             self._recv(self._socket(), deadline, "READY from the writer")[0]
         )
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
+            obs.end(self._actor, READER_AWAIT_READY, header[1])
         if header[0] != wire.READY:
             raise BrokenPeerError(
                 f"{self._who()}: expected READY as the first message, got "
@@ -159,6 +178,10 @@ class QueueReader(MessageQueue):
         if self._seq >= total:
             # spec: ReaderClose -- every message received: from now on ClosedError
             self._refusal = (ClosedError, f"the writer shut the queue down after {total} messages")
+            obs = self._observer
+            if obs is not None:
+                obs.begin(self._actor)
+                obs.end(self._actor, READER_CLOSE, total)
             self._refuse()
 
     def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:

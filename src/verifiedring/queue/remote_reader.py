@@ -8,6 +8,7 @@ from typing import Any
 import zmq
 
 from ..errors import DecodeError, MisuseError
+from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_SHUTDOWN, QueueObserver
 from ..waiting import FOREVER, Deadline
 from . import wire
 from .credit import ack_interval, ack_message
@@ -25,8 +26,8 @@ class RemoteReader(QueueReader):
     is_remote_reader = True
     channel = "remote"
 
-    def __init__(self, handle: Handle, rank: int) -> None:
-        super().__init__(handle, rank)
+    def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
+        super().__init__(handle, rank, observer)
         curve = handle.curve
         if handle.remote_subscribe_addr is None or handle.remote_ack_addr is None or curve is None:
             raise MisuseError(
@@ -60,21 +61,34 @@ class RemoteReader(QueueReader):
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
         frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
         header = self._parse_header(frames[0])
-        # spec: RemoteRecvFrame -- consume, acknowledge (returns credit), decode
         kind, seq = header[0], header[1]
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
         if kind == wire.SHUTDOWN:
             # spec: RemoteSeeShutdown
+            if obs is not None:
+                obs.end(self._actor, REMOTE_SEE_SHUTDOWN, seq)
             self._saw_shutdown(seq)
-        if kind != wire.OVERFLOW or seq != self._seq:
             raise self._out_of_order("remote socket", kind, seq)
-        self._seq = count = seq + 1
-        if count - self._acks_sent >= self._ack_interval:
-            self._ack_sock.send(ack_message(self.rank, count))
-            self._acks_sent = count
+        got: Any = None
         try:
-            return wire.load_frame(seq, [f.buffer for f in frames])
-        except DecodeError as exc:
-            raise self._named(exc) from exc.cause
+            # spec: RemoteRecvFrame -- consume, acknowledge (returns credit), decode
+            if kind != wire.OVERFLOW or seq != self._seq:
+                raise self._out_of_order("remote socket", kind, seq)
+            self._seq = count = seq + 1
+            if count - self._acks_sent >= self._ack_interval:
+                self._ack_sock.send(ack_message(self.rank, count))
+                self._acks_sent = count
+            try:
+                got = wire.load_frame(seq, [f.buffer for f in frames])
+            except DecodeError as exc:
+                got = self._named(exc)
+                raise got from exc.cause
+            return got
+        finally:
+            if obs is not None:
+                obs.end(self._actor, REMOTE_RECV_FRAME, seq, got)
 
     def _writer_lost(self) -> str | None:
         """Once READY came, a closed connection means the writer is gone (it died, or

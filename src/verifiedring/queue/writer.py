@@ -14,6 +14,16 @@ from ..hosts import writer_connect_ip
 from ..layout import RingLayout
 from ..ring import ShmRingBuffer, WriterCursor
 from ..shm import check_room
+from ..steps import (
+    WRITER_ACTOR,
+    WRITER_HANDSHAKE,
+    WRITER_PUBLISH_CHUNK,
+    WRITER_SEND_FAILS,
+    WRITER_SEND_LOCAL_FRAME,
+    WRITER_SEND_REMOTE_FRAME,
+    WRITER_SHUTDOWN,
+    QueueObserver,
+)
 from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
 from .credit import RemoteCredit
@@ -60,10 +70,11 @@ class QueueWriter(MessageQueue):
         *,
         remote_window: int = DEFAULT_REMOTE_WINDOW,
         linger: float = DEFAULT_LINGER,
+        observer: QueueObserver | None = None,
     ) -> None:
         """vLLM's parameters, in vLLM's order. ``enable_shm_tensor_arena`` is accepted
         and has no effect: large objects go through the ring or the overflow frame (see
-        the README's compatibility table)."""
+        the README's compatibility table). ``observer`` sees every protocol step (traces)."""
         ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
         n_remote = n_reader - n_local_reader
         if n_remote and connect_ip is None:
@@ -95,6 +106,7 @@ class QueueWriter(MessageQueue):
         self._signer = Signer(self._key)
         self._linger_ms = int(linger * 1000)
         self._serializer = Serializer()
+        self._observer = observer
         self._seq = 0  # the next message's sequence number
         self._shutdown_sent = False
         self._ring: ShmRingBuffer | None = None
@@ -182,7 +194,12 @@ class QueueWriter(MessageQueue):
             log = StallLog(peers.describe, self.log_interval)
             wait_readable(peers.gather, deadline, log, timed_out)
         ready = [wire.control_header(wire.READY, 0)]
+        obs = self._observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
         self._send_all(ready, ready, "READY", "READY")
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_HANDSHAKE, -1)
         # Every reader has attached: no name is needed any more, so no crash leaves one.
         if self._ring is not None:
             self._ring.unlink()
@@ -214,23 +231,30 @@ class QueueWriter(MessageQueue):
             credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
         cursor = self._cursor
         overflow = False
+        obs = self._observer
         if cursor is not None:
             overflow = not self._fits(_chunk_bytes(p))
             try:
                 # spec: WriterPublishChunk -- the object inline, or its overflow marker
                 with cursor.claim(deadline, self._watch) as chunk:
+                    if obs is not None:
+                        obs.begin(WRITER_ACTOR)
                     if overflow:
                         wire.write_marker(chunk, seq, p)
                     else:
                         _write_inline(chunk, seq, p)
             except RingTimeoutError as exc:
                 raise self._ring_stalled(cursor, seq, exc) from None
+        elif obs is not None:
+            obs.begin(WRITER_ACTOR)  # no local reader: the spec's publish touches no ring
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, obj, overflow)
         if overflow or credit is not None:
             parts = wire.frame_parts(seq, p)
             try:
                 self._send_all(
                     parts if overflow else None, parts,
-                    f"overflow frame seq {seq}", f"remote frame seq {seq}",
+                    f"overflow frame seq {seq}", f"remote frame seq {seq}", seq,
                 )
             except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
                 if self._refusal is None:
@@ -244,23 +268,35 @@ class QueueWriter(MessageQueue):
 
     def _send_all(
         self, local: list[Any] | None, remote: list[Any] | None, local_what: str,
-        remote_what: str,
+        remote_what: str, seq: int = -1,
     ) -> None:
         """Send ``local`` on the local socket and ``remote`` on the remote one (each if
-        not None and the socket exists). A failure breaks the writer for good: what was
-        published before it cannot be taken back, and a reader may wait for it."""
+        not None and the socket exists): message ``seq``'s frames, or a control message
+        (``seq`` -1). A failure breaks the writer for good: what was published before
+        it cannot be taken back, and a reader may wait for it."""
         what = local_what
+        obs = self._observer if seq >= 0 else None  # a control send is its caller's step
         try:
             if local is not None and self._local is not None:
+                if obs is not None:
+                    obs.begin(WRITER_ACTOR)
                 # spec: WriterSendLocalFrame -- the payload, after its marker is published
                 send_frames(self._local.socket, local, local_what, self._who())
+                if obs is not None:
+                    obs.end(WRITER_ACTOR, WRITER_SEND_LOCAL_FRAME, seq)
             what = remote_what
             if remote is not None and self._remote_sock is not None:
+                if obs is not None:
+                    obs.begin(WRITER_ACTOR)
                 # spec: WriterSendRemoteFrame (credit reserved before the chunk)
                 send_frames(self._remote_sock, remote, remote_what, self._who())
+                if obs is not None:
+                    obs.end(WRITER_ACTOR, WRITER_SEND_REMOTE_FRAME, seq)
         except BrokenPeerError as exc:
             # spec: WriterSendFails -- broken for good: no later message, no reused seq
             self._refusal = (BrokenPeerError, f"broken since sending {what} failed: {exc}")
+            if obs is not None:
+                obs.end(WRITER_ACTOR, WRITER_SEND_FAILS, seq)
             raise
 
     def _watch(self) -> None:
@@ -290,8 +326,13 @@ class QueueWriter(MessageQueue):
         self._shutdown_sent = True
         self._refusal = (ClosedError, f"the queue was shut down after {self._seq} messages")
         header = [wire.control_header(wire.SHUTDOWN, self._seq)]
+        obs = self._observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
         # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
         self._send_all(header, header, "SHUTDOWN", "SHUTDOWN")
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
 
     def _before_close(self) -> None:
         self.shutdown()
