@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..arena import ArenaHandle
 from ..errors import MisuseError
 from ..ring import RingHandle
 from .curve import CurveKeys
@@ -31,6 +32,8 @@ class Handle:
     #: The writer process, so a reader waiting for it can tell it has died.
     writer_pid: int = 0
     writer_host: str = ""
+    #: The writer's tensor arena (``enable_shm_tensor_arena``, local readers only).
+    arena: ArenaHandle | None = None
 
 
 def ring_tag(signer: Signer, ring: RingHandle) -> bytes:

@@ -28,6 +28,7 @@ from typing import Any
 
 import zmq
 
+from ..arena import ArenaReader
 from ..errors import BrokenPeerError, DecodeError, MisuseError, RingTimeoutError
 from ..leftovers import alive
 from ..ring import ReaderCursor, ShmRingBuffer
@@ -91,6 +92,9 @@ class LocalReader(QueueReader):
         try:
             self._cursor: ReaderCursor = self._ring.reader(self.local_reader_ranks.index(rank))
             self._sock = self._subscribe(handle.local_subscribe_addr, bh.max_chunks + 1, None)
+            self._arena = None if handle.arena is None else ArenaReader(
+                handle.arena, self.local_reader_ranks.index(rank)
+            )
         except BaseException:
             self._ring.close()
             raise
@@ -113,6 +117,8 @@ class LocalReader(QueueReader):
         self._cancel = cancel  # consulted only while it waits (as vLLM's)
         self._quiet = indefinite
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
+        if self._arena is not None:
+            self._arena.begin(self._seq)
         obs = self._observer
         if self._pending is None:
             cursor = self._cursor
@@ -241,3 +247,5 @@ class LocalReader(QueueReader):
         self._stash.clear()
         self._sock.close(linger=0)
         self._ring.close()
+        if self._arena is not None:
+            self._arena.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import zmq
 
+from ..arena import DEFAULT_SLOT_BYTES, DEFAULT_SLOTS, ArenaWriter
 from ..errors import BrokenPeerError, ClosedError, MisuseError, RingTimeoutError
 from ..hosts import writer_connect_ip
 from ..layout import RingLayout
@@ -71,10 +72,13 @@ class QueueWriter(MessageQueue):
         remote_window: int = DEFAULT_REMOTE_WINDOW,
         linger: float = DEFAULT_LINGER,
         observer: QueueObserver | None = None,
+        arena_slots: int = DEFAULT_SLOTS,
+        arena_slot_bytes: int = DEFAULT_SLOT_BYTES,
     ) -> None:
-        """vLLM's parameters, in vLLM's order. ``enable_shm_tensor_arena`` is accepted
-        and has no effect: large objects go through the ring or the overflow frame (see
-        the README's compatibility table). ``observer`` sees every protocol step (traces)."""
+        """vLLM's parameters, in vLLM's order. ``enable_shm_tensor_arena``: large CPU
+        tensors go through a shared tensor arena of ``arena_slots`` slots of
+        ``arena_slot_bytes`` bytes (:mod:`verifiedring.arena`), only when every reader
+        is local (as vLLM's). ``observer`` sees every protocol step (traces)."""
         ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
         n_remote = n_reader - n_local_reader
         if n_remote and connect_ip is None:
@@ -117,12 +121,18 @@ class QueueWriter(MessageQueue):
         self._ack_addr: str | None = None
         self._credit: RemoteCredit | None = None
         self._curve: ServerKeys | None = None
+        self._arena: ArenaWriter | None = None
         self._open((MisuseError, "call wait_until_ready() before enqueue()"))
         try:
             if n_local_reader:
                 self._ring = ShmRingBuffer(n_local_reader, max_chunk_bytes, max_chunks)
                 self._cursor = self._ring.writer(log_interval=self.log_interval)
                 self._local = LocalEndpoint(self._ctx, hwm_for_window(max_chunks + 1))
+                if enable_shm_tensor_arena and not n_remote:
+                    self._arena = ArenaWriter(
+                        n_local_reader, lambda: self._seq, arena_slots, arena_slot_bytes
+                    )
+                    self._serializer = Serializer(arena=self._arena)
             if n_remote:
                 ip = connect_ip or ""
                 self._curve = keys = new_keys()
@@ -178,6 +188,7 @@ class QueueWriter(MessageQueue):
             curve=None if self._curve is None else self._curve.reader,
             writer_pid=os.getpid(),
             writer_host=socket.gethostname(),
+            arena=None if self._arena is None else self._arena.handle,
         )
 
     # --- the handshake -------------------------------------------------------
@@ -203,6 +214,8 @@ class QueueWriter(MessageQueue):
         # Every reader has attached: no name is needed any more, so no crash leaves one.
         if self._ring is not None:
             self._ring.unlink()
+        if self._arena is not None:
+            self._arena.unlink()
         if self._local is not None:
             self._local.remove_directory()
         if self._credit is not None:
@@ -349,3 +362,5 @@ class QueueWriter(MessageQueue):
             self._local.close(linger)
         if self._ring is not None:
             self._ring.close()
+        if self._arena is not None:
+            self._arena.close()

@@ -1,0 +1,264 @@
+"""The shared-memory tensor arena: a large CPU tensor copied once, viewed by every local reader.
+
+A writer made with ``enable_shm_tensor_arena=True`` (and no remote reader:
+a remote reader cannot map the writer's memory, so such a queue has no
+arena, as in vLLM) owns one more segment of ``n_slots`` slots of
+``slot_bytes`` each. Per slot it holds ``seq`` and ``gen`` (u64: the message
+and the claim that filled it) and one *owes* byte per local reader (1: that
+reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
+``# spec:`` comments name its actions.
+
+* Writer (:class:`ArenaWriter`, inside ``Serializer.dumps``): a contiguous
+  CPU tensor of at least :data:`ARENA_MIN_BYTES` claims a slot whose owes
+  bytes are all 0 -- or one claimed for a message that was never published
+  (``seq`` >= the next sequence number: its pickling or its ring wait
+  failed), stores ``seq``, ``gen`` and every owes byte = 1, copies the tensor
+  in (the one copy) and pickles a stub ``(arena, slot, gen, offset, nbytes,
+  dtype, shape)``. No such slot: ``None``, and the tensor takes the
+  out-of-band path; the writer never waits for a reader.
+* Reader (:class:`ArenaReader`): the stub becomes a tensor over the slot's
+  memory (``torch.from_numpy`` of a numpy array over the mapping: no copy).
+  The tensor's storage holds that array; when the storage is freed (the last
+  tensor or view of it is gone) a finalizer stores the reader's owes byte =
+  0. At the start of each dequeue, and at close, the reader also clears the
+  byte of every slot it does not view whose message it has consumed (one
+  that failed to decode) -- at close, of every slot it does not view.
+* The ring publishes the message after the stores above and the reader loads
+  the slot after taking it (the ring's fences order them). The writer
+  unlinks the segment's name once every reader has attached, as the ring's.
+
+A reader that closes while it still views slots keeps the mapping until the
+last view is gone (the views pin it). Sizes: the pages are reserved at
+create (``posix_fallocate``, as the ring's), ``n_slots * slot_bytes`` bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import MisuseError
+from .shm import SharedSegment
+
+#: The smallest tensor placed in the arena (as vLLM); smaller ones go out of band.
+ARENA_MIN_BYTES = 8 * 1024 * 1024
+DEFAULT_SLOTS = 4
+DEFAULT_SLOT_BYTES = 128 * 1024 * 1024
+_META = struct.Struct("<QQ")  # seq, gen; then one owes byte per reader
+_ALIGN = 4096
+
+
+@dataclass(frozen=True)
+class ArenaHandle:
+    """What a local reader needs to attach to the arena (picklable)."""
+
+    name: str
+    n_reader: int
+    n_slots: int
+    slot_bytes: int
+
+    @property
+    def meta_bytes(self) -> int:
+        return _META.size + self.n_reader
+
+    @property
+    def data_offset(self) -> int:
+        return -(-self.n_slots * self.meta_bytes // _ALIGN) * _ALIGN
+
+    @property
+    def total_bytes(self) -> int:
+        return self.data_offset + self.n_slots * self.slot_bytes
+
+
+class _Arena:
+    """The mapped segment and its per-slot metadata."""
+
+    def __init__(self, handle: ArenaHandle, segment: SharedSegment) -> None:
+        self.handle = handle
+        self.segment = segment
+        self._meta = handle.meta_bytes
+        self._owes = _META.size
+
+    def owes(self, slot: int) -> memoryview:
+        start = slot * self._meta + self._owes
+        return self.segment.buf[start : start + self.handle.n_reader]
+
+    def seq_gen(self, slot: int) -> tuple[int, int]:
+        seq, gen = _META.unpack_from(self.segment.buf, slot * self._meta)
+        return seq, gen
+
+    def offset(self, slot: int) -> int:
+        return self.handle.data_offset + slot * self.handle.slot_bytes
+
+
+class ArenaWriter(_Arena):
+    """The writer's side: claim, copy, stub. ``next_seq()`` is the sequence number
+    the message being pickled will have."""
+
+    def __init__(
+        self, n_reader: int, next_seq: Any, n_slots: int = DEFAULT_SLOTS,
+        slot_bytes: int = DEFAULT_SLOT_BYTES,
+    ) -> None:
+        for what, value in (("n_slots", n_slots), ("slot_bytes", slot_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise MisuseError(f"tensor arena {what} must be an int >= 1, got {value!r}")
+        probe = ArenaHandle("", n_reader, n_slots, slot_bytes)
+        segment = SharedSegment.create(probe.total_bytes)
+        super().__init__(ArenaHandle(segment.name, n_reader, n_slots, slot_bytes), segment)
+        self._next_seq = next_seq
+        self._next_slot = 0
+        self._gen = 0
+        self._claimed: list[int] = []  # slots claimed by the message being pickled
+        self.copies = 0  # tensors copied in (one copy each)
+        self.fallbacks = 0  # tensors that found no free slot
+
+    def begin(self) -> None:
+        """A new message is being pickled."""
+        self._claimed = []
+
+    def _free(self, slot: int, seq: int) -> bool:
+        if slot in self._claimed:
+            return False
+        owes = self.owes(slot)
+        try:
+            return not any(owes) or self.seq_gen(slot)[0] >= seq
+        finally:
+            owes.release()
+
+    def put(self, t: Any) -> tuple[Any, tuple[Any, ...]] | None:
+        """The reduction of contiguous CPU tensor ``t`` copied into a free slot, or
+        ``None`` (too small or too large, or no free slot: the caller falls back)."""
+        import numpy as np
+        import torch
+
+        nbytes = t.numel() * t.element_size()
+        h = self.handle
+        if nbytes < ARENA_MIN_BYTES or nbytes > h.slot_bytes:
+            return None
+        try:
+            src = t.reshape(-1).view(torch.uint8).numpy()
+        except RuntimeError:
+            return None
+        seq = self._next_seq()
+        for probe in range(h.n_slots):
+            slot = (self._next_slot + probe) % h.n_slots
+            if self._free(slot, seq):
+                break
+        else:
+            # spec: ArenaFallback -- no free slot: the tensor goes out of band, no wait
+            self.fallbacks += 1
+            return None
+        # spec: ArenaClaim -- seq, gen, then every reader's owes byte = 1
+        self._gen += 1
+        _META.pack_into(self.segment.buf, slot * self._meta, seq, self._gen)
+        with self.owes(slot) as owes:
+            owes[:] = b"\x01" * h.n_reader
+        self._claimed.append(slot)
+        self._next_slot = (slot + 1) % h.n_slots
+        off = self.offset(slot)
+        dst = np.frombuffer(self.segment.buf, np.uint8, nbytes, off)
+        # spec: ArenaCopy -- the tensor's bytes into the slot: the one copy
+        np.copyto(dst, src)
+        del dst
+        self.copies += 1
+        dtype = str(t.dtype).removeprefix("torch.")
+        return _rebuild_arena, (h.name, slot, self._gen, off, nbytes, dtype, tuple(t.shape))
+
+    def unlink(self) -> None:
+        """Remove the segment's name (every reader has attached)."""
+        self.segment.unlink()
+
+    def close(self) -> None:
+        self.segment.close()
+        self.segment.unlink()
+
+
+_current = threading.local()  # .reader: the arena reader whose dequeue runs in this thread
+
+
+class ArenaReader(_Arena):
+    """Local reader ``index``'s side: stubs become views; views' deaths release."""
+
+    def __init__(self, handle: ArenaHandle, index: int) -> None:
+        super().__init__(handle, SharedSegment.attach(handle.name, handle.total_bytes))
+        self.index = index
+        self._viewed: dict[int, int] = {}  # slot -> gen of the live view
+        self._closed = False
+
+    def begin(self, consumed_below: int) -> None:
+        """Before a dequeue: stubs decode against this reader; slots of consumed
+        messages that it does not view are released."""
+        _current.reader = self
+        self._drop(consumed_below)
+
+    def _drop(self, consumed_below: int | None) -> None:
+        for slot in range(self.handle.n_slots):
+            if slot in self._viewed:
+                continue
+            with self.owes(slot) as owes:
+                if owes[self.index] and (
+                    consumed_below is None or self.seq_gen(slot)[0] < consumed_below
+                ):
+                    # spec: ArenaDropRelease -- a consumed (or, at close, any) unviewed slot
+                    owes[self.index] = 0
+
+    def rebuild(
+        self, slot: int, gen: int, offset: int, nbytes: int, dtype: str, shape: tuple[int, ...]
+    ) -> Any:
+        import numpy as np
+        import torch
+
+        h = self.handle
+        if not (0 <= slot < h.n_slots and offset == self.offset(slot) and nbytes <= h.slot_bytes):
+            raise ValueError(f"arena stub slot {slot} offset {offset} nbytes {nbytes} does "
+                             f"not fit arena {h.name!r} ({h.n_slots} x {h.slot_bytes} bytes)")
+        seq, found = self.seq_gen(slot)
+        if found != gen:
+            raise ValueError(f"arena {h.name!r} slot {slot} holds claim {found} (message seq "
+                             f"{seq}), the stub expects claim {gen}: the slot was reused")
+        # spec: ArenaRebuild -- a view over the slot; its storage owns the numpy array
+        holder = np.frombuffer(self.segment.buf, np.uint8, nbytes, offset)
+        self._viewed[slot] = gen
+        weakref.finalize(holder, self._view_died, slot, gen)
+        return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
+
+    def _view_died(self, slot: int, gen: int) -> None:
+        if self._viewed.get(slot) != gen:
+            return
+        del self._viewed[slot]
+        with self.owes(slot) as owes:
+            # spec: ArenaRelease -- the view's storage was freed
+            owes[self.index] = 0
+
+    @property
+    def viewed(self) -> dict[int, int]:
+        """Slots this reader views now (slot -> claim)."""
+        return dict(self._viewed)
+
+    def close(self) -> None:
+        """Release every slot not viewed; unmap now if none is viewed (else the last
+        view's death leaves the mapping to be collected)."""
+        if self._closed:
+            return
+        self._closed = True
+        if getattr(_current, "reader", None) is self:
+            _current.reader = None
+        self._drop(None)
+        if not self._viewed:
+            self.segment.close()
+
+
+def _rebuild_arena(
+    name: str, slot: int, gen: int, offset: int, nbytes: int, dtype: str, shape: tuple[int, ...]
+) -> Any:
+    """Unpickling hook: the tensor the stub names, from the dequeuing reader's arena."""
+    reader: ArenaReader | None = getattr(_current, "reader", None)
+    if reader is None or reader.handle.name != name:
+        raise ValueError(
+            f"tensor arena {name!r}: its stub was unpickled outside a dequeue of that "
+            "arena's local reader"
+        )
+    return reader.rebuild(slot, gen, offset, nbytes, dtype, shape)
