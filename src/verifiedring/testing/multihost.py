@@ -40,7 +40,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,19 +116,22 @@ Call = tuple[Callable[..., Any], tuple[Any, ...]]
 class MultiHost:
     """``len(calls)`` namespace hosts; host ``i`` runs ``calls[i][0](site, *calls[i][1])``.
 
-    ``timeout`` bounds each host's callable (then everything in it is killed). Use as
+    ``timeout`` bounds each host's callable (then everything in it is killed); ``env``
+    is added to the hosts' environment (a ``PYTHONPATH`` is joined to this process's
+    ``sys.path``, which the hosts get anyway). Use as
     a context manager: :meth:`run` returns the hosts' results in order; leaving the
     block tears down whatever is still up.
     """
 
     def __init__(self, calls: Sequence[Call], *, timeout: float = 60.0,
                  shm_bytes: int = 64 * MIB, tmp_bytes: int = 16 * MIB,
-                 settle: float = 3.0) -> None:
+                 settle: float = 3.0, env: Mapping[str, str] | None = None) -> None:
         if not 1 <= len(calls) <= 26:
             raise ValueError(f"1..26 hosts, got {len(calls)}")
         self.calls = list(calls)
         self.timeout = timeout
         self._sizes = (shm_bytes, tmp_bytes, settle)
+        self._env = dict(env or {})
         token = secrets.token_hex(2)
         n = len(calls)
         #: Names of every link the run creates (hosts' veths, their hub peers, the bridge).
@@ -163,7 +166,7 @@ class MultiHost:
             ]
             shm, tmp, settle = self._sizes
             sandbox = Sandbox(hostname=site.name, hosts=directory, setup=setup, shm_bytes=shm,
-                              tmp_bytes=tmp, settle=settle, timeout=self.timeout)
+                              tmp_bytes=tmp, settle=settle, timeout=self.timeout, env=self._env)
             self.hosts.append(Namespace.calling(fn, site, *args, sandbox=sandbox, gated=True))
         for host in self.hosts:
             host.start()

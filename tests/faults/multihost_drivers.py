@@ -1,0 +1,365 @@
+"""What each namespace host of :mod:`faults.test_multihost` runs (see
+:mod:`verifiedring.testing.multihost`): one function per host and case, called as
+``fn(site, *args)``; each returns a dict of what it observed. Hosts hand each other
+handles and go signals through ``site.put`` / ``site.get``; every wait is bounded.
+The clocks agree across hosts (one kernel, CLOCK_MONOTONIC), so a host can time
+what another observed from a timestamp it published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from faults.drivers import (
+    SMALL,
+    T,
+    collect,
+    error_of,
+    outcome,
+    reader_proc,
+    reap,
+    received,
+    remote_reader_proc,
+    spawn,
+)
+from stress.queue import Config, make_object, reader_main
+from verifiedring import MessageQueue
+from verifiedring.hosts import host_identity, writer_connect_ip
+from verifiedring.testing.launcher import Supervisor, Task, problems
+from verifiedring.testing.multihost import Site
+
+Obs = dict[str, Any]
+QUEUE_CHUNK = 40 * 1024  # many of stress.queue's objects are larger: out of band
+GLOO_PORT = 29517  # the TCP store, on host A's 198.18 address
+CLOSE_GRACE = 2.0
+
+
+def _readers_outcome(sup: Supervisor, bound: float) -> Obs:
+    outcomes = sup.wait(bound)
+    return {"readers": {o.name: o.value for o in outcomes if o.ok},
+            "problems": problems(outcomes)}
+
+
+# --- a queue across two hosts ----------------------------------------------------------
+
+
+def checked_reader(cfg: Config, handle: Any, rank: int) -> tuple[int, list[str], str]:
+    """stress.queue's exact reader, plus the host identity of its process."""
+    got, errors = reader_main(cfg, handle, rank)
+    return got, errors, host_identity()
+
+
+def queue_writer(site: Site, n: int, seed: int, remote_ranks: list[int]) -> Obs:
+    """Host A: the writer, local readers 0 and 1; readers ``remote_ranks`` are elsewhere."""
+    cfg = Config(seed, n, None, 0.0, 0.0, T)
+    w = MessageQueue(2 + len(remote_ranks), 2, [0, 1], max_chunk_bytes=QUEUE_CHUNK,
+                     max_chunks=4, connect_ip=writer_connect_ip())
+    handle = w.export_handle()
+    site.put("handle", handle)
+    obs: Obs = {"identity": host_identity(), "subscribe": handle.remote_subscribe_addr,
+                "ack": handle.remote_ack_addr}
+    with Supervisor([Task(checked_reader, (cfg, handle, r), f"rank {r}") for r in (0, 1)]) as s:
+        w.wait_until_ready(T)
+        t0 = time.monotonic()
+        for k in range(n):
+            w.enqueue(make_object(seed, k), timeout=T)
+        obs["send_seconds"] = time.monotonic() - t0
+        w.close()
+        obs.update(_readers_outcome(s, 3 * T))
+    return obs
+
+
+def queue_remote_readers(site: Site, n: int, seed: int, ranks: list[int]) -> Obs:
+    """Host B: readers ``ranks`` (remote: TCP to host A). This host's /dev/shm lacks the
+    writer's segment, so even a local rank of the handle cannot attach here."""
+    cfg = Config(seed, n, None, 0.0, 0.0, T)
+    handle = site.get("handle", T)
+    obs: Obs = {"identity": host_identity(), "connect_ip": writer_connect_ip()}
+    obs["local_attach"] = outcome(lambda: MessageQueue.create_from_handle(handle, 0).close())
+    with Supervisor([Task(checked_reader, (cfg, handle, r), f"rank {r}") for r in ranks]) as s:
+        obs.update(_readers_outcome(s, 4 * T))
+    return obs
+
+
+# --- a gloo world of 4 ranks, 2 per host ----------------------------------------------
+
+
+def gloo_rank(rank: int, world: int, master: str, writer: int) -> Obs:
+    """One rank: the world's TCP store is on ``master``; then the cross-host body."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://{master}:{GLOO_PORT}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=T * 3))
+    try:
+        return _across_hosts(rank, writer)
+    finally:
+        dist.destroy_process_group()
+
+
+def _across_hosts(rank: int, writer: int) -> Obs:
+    from support.dist_worlds import exercise_broadcaster, exercise_workers
+
+    from verifiedring.distributed import GroupBroadcaster
+
+    b = GroupBroadcaster.create(writer_rank=writer, max_chunk_bytes=1 << 20, max_chunks=6,
+                                timeout=T * 3)
+    q = b.queue
+    assert q is not None
+    out: Obs = {"rank": rank, "identity": host_identity(), "host": socket.gethostname()}
+    if rank == writer:
+        h = q.export_handle()
+        out["role"] = "writer"
+        out["local_ranks"] = list(h.local_reader_ranks)
+        out["subscribe"] = h.remote_subscribe_addr
+    else:
+        out["role"] = "local" if getattr(q, "is_local_reader", False) else (
+            "remote" if getattr(q, "is_remote_reader", False) else "?")
+    out["checks"] = exercise_broadcaster(b, "cpu", seed=31)
+    out["workers"] = exercise_workers(b, calls=200, failing_rank=3)
+    b.close()
+    return out
+
+
+def gloo_host(site: Site, ranks: list[int], world: int, writer: int) -> Obs:
+    """This host's ranks of the world (spawned); the store is on host 0."""
+    tasks = [Task(gloo_rank, (r, world, site.addresses[0], writer), f"rank {r}") for r in ranks]
+    with Supervisor(tasks) as s:
+        return _readers_outcome(s, 6 * T)
+
+
+# --- a cut-off writer host, a killed remote reader -------------------------------------
+
+
+def _writer_with_local_reader(site: Site, n_remote: int) -> tuple[MessageQueue, Any, Any, Any]:
+    """A writer on this host with local reader 0 (spawned) and ``n_remote`` remote ranks
+    1..n_remote elsewhere; the handle is published as "handle"."""
+    w = MessageQueue(1 + n_remote, 1, [0], connect_ip=writer_connect_ip(), max_chunks=4,
+                     max_chunk_bytes=SMALL, remote_window=4)
+    handle = w.export_handle()
+    site.put("handle", handle)
+    ctx = spawn()
+    out, stop = ctx.Queue(), ctx.Event()
+    local = ctx.Process(target=reader_proc, args=(handle, 0, out, stop))
+    local.start()
+    return w, local, out, stop
+
+
+def _fill_until_broken(w: MessageQueue, sent: list[Any]) -> Obs:
+    def fill() -> None:
+        while True:  # the ring or the remote window fills, then it waits: timeout=None
+            w.enqueue(f"more {len(sent)}", timeout=None)
+            sent.append(f"more {len(sent)}")
+
+    return outcome(fill)
+
+
+def _local_reader_report(w: MessageQueue, sent: list[Any], local: Any, out: Any,
+                         stop: Any) -> Obs:
+    """What the local reader got of ``sent``, its errors, and what it saw in the
+    ``CLOSE_GRACE`` seconds after the writer's close (its process living on)."""
+    reports = collect(out, lambda g: len(received(g, 0)) >= len(sent))
+    w.close()
+    reports += collect(out, lambda g: any(r[1] == "error" for r in g), bound=CLOSE_GRACE)
+    stop.set()
+    reap([local])
+    return {"local_got": received(reports, 0),
+            "local_errors": [r[2] for r in reports if r[1] == "error"]}
+
+
+def writer_cut_off(site: Site) -> Obs:
+    """Host A: writer + local reader 0; remote reader 1 on host B. After a warm-up this
+    host takes itself off the network; the writer, filling with timeout=None, is told."""
+    w, local, out, stop = _writer_with_local_reader(site, 1)
+    obs: Obs = {"writer_pid": os.getpid()}
+    try:
+        w.wait_until_ready(T)
+        sent = [f"warm {i}" for i in range(3)]
+        for m in sent:
+            w.enqueue(m, timeout=T)
+        site.get("remote warm", T)
+        site.cut_off()
+        t_cut = time.monotonic()
+        site.put("cut", t_cut)
+        obs["fill"] = _fill_until_broken(w, sent)
+        obs["detect_seconds"] = time.monotonic() - t_cut
+        obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
+        obs["sent"] = list(sent)
+        obs.update(_local_reader_report(w, sent, local, out, stop))
+    finally:
+        stop.set()
+        reap([local])
+        w.close()
+    return obs
+
+
+def remote_reader_cut_off(site: Site) -> Obs:
+    """Host B: remote reader 1; after the cut, its dequeue(timeout=None) names the writer."""
+    handle = site.get("handle", T)
+    obs: Obs = {"pid": os.getpid()}
+    with MessageQueue.create_from_handle(handle, 1) as r:
+        r.wait_until_ready(T)
+        obs["warm"] = [r.dequeue(T) for _ in range(3)]
+        site.put("remote warm", os.getpid())
+        t_cut = site.get("cut", T)
+        obs["dequeue"] = outcome(lambda: r.dequeue(None))
+        obs["detect_seconds"] = time.monotonic() - t_cut
+    return obs
+
+
+def writer_remote_killed(site: Site) -> Obs:
+    """Host A: writer + local reader 0; remote readers 1 and 2 on host B, which kills 2.
+    The writer, filling with timeout=None, is told which reader on which host is gone."""
+    w, local, out, stop = _writer_with_local_reader(site, 2)
+    obs: Obs = {}
+    try:
+        w.wait_until_ready(T)
+        sent = [f"warm {i}" for i in range(3)]
+        for m in sent:
+            w.enqueue(m, timeout=T)
+        site.put("warm sent", len(sent))
+        killed = site.get("killed", T)
+        obs["killed_pid"] = killed["pid"]
+        obs["fill"] = _fill_until_broken(w, sent)
+        obs["detect_seconds"] = time.monotonic() - killed["at"]
+        obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
+        obs["sent"] = list(sent)
+        obs.update(_local_reader_report(w, sent, local, out, stop))
+    finally:
+        stop.set()
+        reap([local])
+        w.close()
+    return obs
+
+
+def remote_readers_one_killed(site: Site) -> Obs:
+    """Host B: remote readers 1 and 2 (spawned, a report queue each); SIGKILL rank 2."""
+    handle = site.get("handle", T)
+    ctx = spawn()
+    outs, stop = {1: ctx.Queue(), 2: ctx.Queue()}, ctx.Event()
+    procs = {r: ctx.Process(target=reader_proc, args=(handle, r, outs[r], stop)) for r in (1, 2)}
+    for p in procs.values():
+        p.start()
+    obs: Obs = {}
+    try:
+        n = site.get("warm sent", T)
+        reports = collect(list(outs.values()),
+                          lambda g: all(len(received(g, r)) == n for r in (1, 2)))
+        obs["warm"] = {r: received(reports, r) for r in (1, 2)}
+        os.kill(procs[2].pid, signal.SIGKILL)
+        site.put("killed", {"pid": procs[2].pid, "at": time.monotonic()})
+        obs["survivor"] = collect(outs[1], lambda g: any(x[1] == "error" for x in g), bound=T)
+    finally:
+        stop.set()
+        reap(list(procs.values()))
+    return obs
+
+
+# --- an outsider on the reader's host ----------------------------------------------------
+
+OUTSIDER_MESSAGES = 120
+
+
+def writer_with_outsider(site: Site) -> Obs:
+    """Host A: a writer with one remote reader on host B, where an outsider without the
+    handle subscribes, floods and forges acks; every enqueue(timeout=1) is timed."""
+    window = 8
+    w = MessageQueue(1, 0, connect_ip=writer_connect_ip(), remote_window=window)
+    h = w.export_handle()
+    site.put("handle", h)  # for the real reader
+    site.put("addresses", (h.remote_subscribe_addr, h.remote_ack_addr))  # for the outsider
+    obs: Obs = {}
+    try:
+        w.wait_until_ready(T)
+        site.get("outsider up", T)
+        durations = []
+        for i in range(OUTSIDER_MESSAGES):
+            t0 = time.monotonic()
+            w.enqueue((i, b"SECRET" * 1000), timeout=1.0)
+            durations.append(time.monotonic() - t0)
+        obs["max_enqueue_seconds"] = max(durations)
+        site.get("reader done", T)
+        obs["rejected_frames"] = w.rejected_frames
+    finally:
+        site.put("writer done", True)
+        w.close()
+    return obs
+
+
+def outsider_host(site: Site) -> Obs:
+    """Host B: the real remote reader (spawned) and, in this process, the outsider: two
+    subscribers (plaintext, made-up CURVE keys), ack forgers and raw TCP floods."""
+    import zmq
+
+    sub_addr, ack_addr = site.get("addresses", T)
+    handle = site.get("handle", T)
+    ctx_mp = spawn()
+    out, resume = ctx_mp.Queue(), ctx_mp.Event()
+    reader = ctx_mp.Process(target=remote_reader_proc,
+                            args=(handle, out, OUTSIDER_MESSAGES, resume, OUTSIDER_MESSAGES))
+    reader.start()
+    zctx: zmq.Context[Any] = zmq.Context()
+    socks: list[Any] = []
+    stop = threading.Event()
+    made_up_server, _ = zmq.curve_keypair()
+
+    def outsider(kind: int, addr: str, keys: bool) -> Any:
+        s = zctx.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        if keys:
+            s.curve_serverkey = made_up_server
+            s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
+        if kind == zmq.SUB:
+            s.setsockopt(zmq.SUBSCRIBE, b"")
+        s.connect(addr)
+        socks.append(s)
+        return s
+
+    def flood() -> None:
+        junk = os.urandom(65536)
+        while not stop.is_set():
+            for addr in (sub_addr, ack_addr):
+                host, port = addr.removeprefix("tcp://").rsplit(":", 1)
+                with contextlib.suppress(OSError), socket.create_connection(
+                    (host, int(port)), timeout=0.5
+                ) as s:
+                    s.sendall(junk)
+            time.sleep(0.01)
+
+    forged = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
+    obs: Obs = {}
+    try:
+        subs = [outsider(zmq.SUB, sub_addr, k) for k in (False, True)]
+        ackers = [outsider(zmq.PUSH, ack_addr, k) for k in (False, True)]
+        flooders = [threading.Thread(target=flood, daemon=True) for _ in range(2)]
+        for f in flooders:
+            f.start()
+        site.put("outsider up", True)
+        got = []
+        deadline = time.monotonic() + T
+        while len(got) < OUTSIDER_MESSAGES and time.monotonic() < deadline:
+            for a in ackers:
+                with contextlib.suppress(zmq.Again):
+                    a.send(forged, zmq.NOBLOCK)
+            with contextlib.suppress(Exception):
+                got.append(out.get(timeout=0.05))
+        obs["reader_got_all"] = got == [(i, b"SECRET" * 1000) for i in range(OUTSIDER_MESSAGES)]
+        site.put("reader done", True)
+        obs["outsider_frames"] = sum(1 for s in subs if s.poll(300))
+        site.get("writer done", T)
+    finally:
+        stop.set()
+        for s in socks:
+            s.close(linger=0)
+        zctx.term()
+        reap([reader])
+    return obs
+
