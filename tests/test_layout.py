@@ -18,24 +18,38 @@ geometry = st.tuples(
 def test_offsets_of_a_small_ring() -> None:
     lay = RingLayout(n_reader=2, max_chunk_bytes=10, max_chunks=3)
     assert lay.flags_per_chunk == 3
-    assert [lay.data_offset(c) for c in range(3)] == [0, 10, 20]
-    assert lay.flags_base == 30
-    assert [lay.flags_offset(c) for c in range(3)] == [30, 33, 36]
-    assert lay.written_offset(1) == 33
-    assert [lay.read_flag_offset(2, r) for r in range(2)] == [37, 38]
-    assert lay.total_bytes == 39
+    assert [lay.sleep_offset(r) for r in range(2)] == [0, 4]
+    assert lay.sleep_bytes == lay.data_base == 64
+    assert [lay.data_offset(c) for c in range(3)] == [64, 74, 84]
+    assert lay.flags_base == 94
+    assert [lay.flags_offset(c) for c in range(3)] == [94, 97, 100]
+    assert lay.written_offset(1) == 97
+    assert [lay.read_flag_offset(2, r) for r in range(2)] == [101, 102]
+    assert lay.total_bytes == 103
 
 
 @given(geometry)
 def test_total_size_formula(g: tuple[int, int, int]) -> None:
     n_reader, max_chunk_bytes, max_chunks = g
     lay = RingLayout(n_reader, max_chunk_bytes, max_chunks)
-    assert lay.total_bytes == (max_chunk_bytes + 1 + n_reader) * max_chunks
+    sleep = -(-4 * n_reader // 64) * 64  # the words, in whole cache lines
+    assert lay.total_bytes == sleep + (max_chunk_bytes + 1 + n_reader) * max_chunks
+
+
+@given(geometry, geometry)
+def test_a_larger_geometry_needs_a_larger_segment(
+    g: tuple[int, int, int], h: tuple[int, int, int]
+) -> None:
+    """So attaching with a handle that does not match the segment fails."""
+    small, big = RingLayout(*g), RingLayout(*h)
+    if all(x <= y for x, y in zip(g, h, strict=True)) and g != h:
+        assert big.total_bytes > small.total_bytes
 
 
 @given(geometry)
 def test_flags_come_after_all_data(g: tuple[int, int, int]) -> None:
     lay = RingLayout(*g)
+    assert lay.data_offset(0) == lay.data_base == lay.sleep_bytes
     last_data_byte = lay.data_offset(lay.max_chunks - 1) + lay.max_chunk_bytes - 1
     assert lay.flags_base == last_data_byte + 1
     assert min(lay.flags_offset(c) for c in range(lay.max_chunks)) == lay.flags_base
@@ -45,9 +59,14 @@ def test_flags_come_after_all_data(g: tuple[int, int, int]) -> None:
 
 @given(geometry)
 def test_every_byte_has_exactly_one_owner(g: tuple[int, int, int]) -> None:
-    """All offsets are distinct, in range, and together cover the segment."""
+    """All offsets are distinct, in range, 4-byte aligned for a sleep word, and
+    together cover the segment (the sleep area's padding included)."""
     lay = RingLayout(*g)
     owners: list[tuple[str, int, int]] = []
+    assert all(lay.sleep_offset(r) % 4 == 0 for r in range(lay.n_reader))
+    for r in range(lay.n_reader):
+        owners += [("sleep", r, lay.sleep_offset(r) + b) for b in range(4)]
+    owners += [("padding", 0, b) for b in range(4 * lay.n_reader, lay.sleep_bytes)]
     for c in range(lay.max_chunks):
         owners += [("data", c, lay.data_offset(c) + b) for b in range(lay.max_chunk_bytes)]
         owners.append(("written", c, lay.written_offset(c)))
@@ -84,6 +103,8 @@ def test_out_of_range_indices() -> None:
         lay.flags_offset(-1)
     with pytest.raises(MisuseError, match=r"position among the local readers, not its global rank"):
         lay.read_flag_offset(0, 2)
+    with pytest.raises(MisuseError, match=r"reader index 2 out of range 0\.\.1"):
+        lay.sleep_offset(2)
 
 
 def test_capacity_rule_message() -> None:
@@ -103,4 +124,4 @@ def test_segment_has_exactly_the_layout_size() -> None:
 
     with ShmRingBuffer(3, 100, 4) as ring:
         size = os.stat(f"/dev/shm/{ring.name}").st_size
-        assert size == ring.layout.total_bytes == (100 + 1 + 3) * 4
+        assert size == ring.layout.total_bytes == 64 + (100 + 1 + 3) * 4

@@ -30,6 +30,7 @@ from verifiedring.steps import (
     READER_READ_PAYLOAD,
     READER_RELEASE,
     WRITER_ABORT,
+    WRITER_CHECK_SLEEP,
     WRITER_CLEAR_READ_FLAG,
     WRITER_CLEAR_WRITTEN,
     WRITER_FILL_PAYLOAD,
@@ -109,6 +110,7 @@ def test_write_stores_flags_in_protocol_order() -> None:
             (WRITER_CLEAR_READ_FLAG, 0, 1, (0, 0, 1, 1), (0, 0, 0, 1)),
             (WRITER_CLEAR_READ_FLAG, 0, 2, (0, 0, 0, 1), (0, 0, 0, 0)),
             (WRITER_PUBLISH, 0, None, (0, 0, 0, 0), (1, 0, 0, 0)),
+            (WRITER_CHECK_SLEEP, 0, None, (1, 0, 0, 0), (1, 0, 0, 0)),  # nobody asleep
         ], rig.rec.format()
         assert {e.actor for e in rig.rec.events} == {"writer"}
     finally:
@@ -152,8 +154,8 @@ def test_failed_polls_store_nothing() -> None:
         # timeout=0: exactly one poll, and it stores nothing: the reader's own flag is 0,
         # so it loads written (0) and stops; the writer sees written=1 and reader 0's flag 0
         assert rig.rec.actions("reader0") == [READER_POLL_READ_FLAG, READER_POLL_WRITTEN]
-        assert rig.rec.actions("writer")[-3:] == [
-            WRITER_PUBLISH, WRITER_POLL_WRITTEN, WRITER_POLL_READ_FLAG,
+        assert rig.rec.actions("writer")[-4:] == [
+            WRITER_PUBLISH, WRITER_CHECK_SLEEP, WRITER_POLL_WRITTEN, WRITER_POLL_READ_FLAG,
         ]
     finally:
         rig.close()

@@ -18,6 +18,10 @@ Writer, one message, at chunk ``i = windex``::
     WriterPublish        written[i] = 1; windex = (i + 1) % max_chunks
     (WriterAbort         the caller raised: stop after WriterFillPayload;
                          chunk i stays unpublished and is reused next)
+    wake_sleepers (model: spec/ReaderSleep.tla), after every WriterPublish:   FS2
+    WriterCheckSleep     load every sleep word (one copy and compare)
+    WriterClearSleep     a word seen 1: store it = 0, then
+    WriterWake           futex wake on it
 
 Reader ``k``, at chunk ``i = rindex``::
 
@@ -26,6 +30,18 @@ Reader ``k``, at chunk ``i = rindex``::
     ReaderReadPayload    the caller loads the payload of chunk i          FR2
     ReaderRelease        read[i][k] = 1; rindex = (i + 1) % max_chunks
                          (also when the caller raised: the writer never stalls)
+    sleep (model: spec/ReaderSleep.tla), once a wait outlasts its spin:
+    ReaderAnnounceSleep  sleep[k] = 1                                     FS1
+                         the re-check: poll() (ReaderPollReadFlag, ReaderPollWritten)
+    ReaderBlock          the re-check failed: futex wait while sleep[k] == 1
+    ReaderEndSleep       sleep[k] = 0 (also when the re-check succeeded); poll again
+
+The sleep is the classic Dekker pair: the reader stores its word then loads the
+flags, the writer stores ``written`` then loads the words, each with a full
+fence between (FS1, FS2). So either the reader's re-check sees the message or
+the writer sees the word and wakes it; the futex blocks only while the word is
+still 1, so a wake between the re-check and the block is not lost (TLC:
+``NoLostWakeupInv``, ``EveryMessageReadProp`` with no timeout action).
 
 The reader loads its own flag before ``written``: in the other order a stale
 ``written == 1`` from the chunk's previous lap, then a flag just cleared by
@@ -47,22 +63,38 @@ from .errors import ClosedError, MisuseError, RingTimeoutError
 from .layout import WRITTEN_POSITION
 from .ordering import fence
 from .steps import (
+    READER_ANNOUNCE_SLEEP,
+    READER_BLOCK,
+    READER_END_SLEEP,
     READER_POLL_READ_FLAG,
     READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
     READER_RELEASE,
     WRITER_ABORT,
     WRITER_ACTOR,
+    WRITER_CHECK_SLEEP,
     WRITER_CLEAR_READ_FLAG,
+    WRITER_CLEAR_SLEEP,
     WRITER_CLEAR_WRITTEN,
     WRITER_FILL_PAYLOAD,
     WRITER_POLL_READ_FLAG,
     WRITER_POLL_WRITTEN,
     WRITER_PUBLISH,
+    WRITER_WAKE,
     StepObserver,
     reader_actor,
 )
-from .waiting import Deadline, StallLog, wait_for
+from .waiting import (
+    MAX_BLOCK,
+    SLEEP_KIND,
+    SPIN_SECONDS,
+    Deadline,
+    Sleeper,
+    StallLog,
+    futex_wait,
+    futex_wake,
+    wait_for,
+)
 
 if TYPE_CHECKING:
     from .ring import ShmRingBuffer
@@ -87,6 +119,7 @@ class _Cursor:
         self._max_chunks = ring.layout.max_chunks
         self._data = ring._data_views
         self._flags = ring._flag_views
+        self._sleep_words = ring._sleep_words  # one 32-bit word per reader (layout.py)
         self.observer = observer
         self.log_interval = log_interval
         self.index = 0  # the next chunk this side will use; private to this side
@@ -135,6 +168,9 @@ class WriterCursor(_Cursor):
         self._positions = tuple(
             (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
         )
+        self._sleep_view = ring._sleep_view
+        self._none_asleep = bytes(len(ring._sleep_view))
+        self._sleep_addresses = ring.sleep_addresses
 
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
         """Wait until the next chunk is free; ``with`` it to fill and publish it.
@@ -231,6 +267,41 @@ class WriterCursor(_Cursor):
         self.index = (i + 1) % self._max_chunks
         if obs is not None:
             obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
+        self.wake_sleepers(i)
+
+    def wake_sleepers(self, chunk: int) -> None:
+        """Right after WriterPublish of ``chunk``: wake every reader whose sleep word is 1.
+
+        While no reader sleeps this costs one fence and one compare."""
+        fence()  # FS2: WriterPublish's store before the sleep-word loads (store -> load)
+        obs = self.observer
+        # spec: WriterCheckSleep (one copy of every word: a snapshot, see ReaderSleep.tla)
+        if obs is not None:
+            obs.before_step(WRITER_ACTOR, WRITER_CHECK_SLEEP, chunk, None)
+        seen = self._sleep_view.tobytes()
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_CHECK_SLEEP, chunk, None)
+        if seen != self._none_asleep:
+            self._wake(seen, chunk)
+
+    def _wake(self, seen: bytes, chunk: int) -> None:
+        words = self._sleep_words
+        obs = self.observer
+        for r, word in enumerate(memoryview(seen).cast("I")[: self._n_reader]):
+            if not word:
+                continue
+            # spec: WriterClearSleep (one store per reader seen asleep, in order)
+            if obs is not None:
+                obs.before_step(WRITER_ACTOR, WRITER_CLEAR_SLEEP, chunk, r)
+            words[r] = 0
+            if obs is not None:
+                obs.after_step(WRITER_ACTOR, WRITER_CLEAR_SLEEP, chunk, r)
+                # spec: WriterWake -- FUTEX_WAKE orders the clear before it looks for
+                # waiters (the kernel's barrier), so a reader not yet blocked sees 0
+                obs.before_step(WRITER_ACTOR, WRITER_WAKE, chunk, r)
+            futex_wake(self._sleep_addresses[r])
+            if obs is not None:
+                obs.after_step(WRITER_ACTOR, WRITER_WAKE, chunk, r)
 
     def unread_by(self) -> list[int]:
         """Local reader indices that have not read the writer's current chunk."""
@@ -266,12 +337,22 @@ class ReaderCursor(_Cursor):
         reader: int,
         observer: StepObserver | None,
         log_interval: float,
+        wake_on_publish: bool = True,
     ) -> None:
         super().__init__(ring, observer, log_interval)
         self.reader = reader
         self.actor = reader_actor(reader)
         self._own = ring.layout.read_flag_position(reader)
         self._claim_key = (ring.name, reader)
+        #: How long a wait spins before it sleeps, and the longest one block lasts.
+        self.spin_seconds = SPIN_SECONDS
+        self.max_block = MAX_BLOCK
+        #: What this reader's waits block in (pass it to ``wait_for``): itself, where
+        #: the futex is available and ``wake_on_publish``; else ``None`` (doubling sleep).
+        self.sleeper: Sleeper | None = (
+            self if wake_on_publish and SLEEP_KIND == "futex" else None
+        )
+        self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
 
     def acquire_read(self, timeout: float | None = None) -> ReaderCursor:
         """Wait for the next published chunk; ``with`` it to read it (read-only by contract).
@@ -288,8 +369,43 @@ class ReaderCursor(_Cursor):
         if self._closed or self._holding:
             self._refuse()
         if not self.poll():
-            wait_for(self.poll, deadline, self._stall_log, self._timed_out)
+            wait_for(self.poll, deadline, self._stall_log, self._timed_out, None, self.sleeper)
         return self
+
+    def sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
+        """:class:`~verifiedring.waiting.Sleeper`: announce, re-check with ``poll`` (this
+        cursor's :meth:`poll`, or a caller's poll that calls it), and unless it is true
+        block until the writer's WriterWake or ``timeout``; the re-check's result."""
+        i = self.index
+        obs = self.observer
+        actor = self.actor
+        words = self._sleep_words
+        k = self.reader
+        # spec: ReaderAnnounceSleep
+        if obs is not None:
+            obs.before_step(actor, READER_ANNOUNCE_SLEEP, i, None)
+        words[k] = 1
+        fence()  # FS1: the sleep word's store before the re-check's loads (store -> load)
+        if obs is not None:
+            obs.after_step(actor, READER_ANNOUNCE_SLEEP, i, None)
+        ready = False
+        try:
+            ready = poll()
+            if not ready:
+                # spec: ReaderBlock -- the kernel blocks only while the word is still 1
+                if obs is not None:
+                    obs.before_step(actor, READER_BLOCK, i, None)
+                futex_wait(self._address, 1, timeout)
+                if obs is not None:
+                    obs.after_step(actor, READER_BLOCK, i, None)
+        finally:
+            # spec: ReaderEndSleep -- also when the re-check or the wait raised
+            if obs is not None:
+                obs.before_step(actor, READER_END_SLEEP, i, None)
+            words[k] = 0
+            if obs is not None:
+                obs.after_step(actor, READER_END_SLEEP, i, None)
+        return ready
 
     def poll(self) -> bool:
         """One non-blocking poll: true when the next chunk is ready to be entered

@@ -3,17 +3,25 @@
 ::
 
     offset 0
+    +------+------+-----+--------+---------+   sleep area: one 32-bit word per
+    | s0   | s1   | ... | sN-1   | padding |   reader, in cache lines of their own
+    +------+------+-----+--------+---------+   S = 4 * N rounded up to 64
+    data_base = S
     +-----------+-----------+-----+---------------+   data area:
     | chunk 0   | chunk 1   | ... | chunk K-1     |   K * max_chunk_bytes
     +-----------+-----------+-----+---------------+
-    flags_base = K * max_chunk_bytes
+    flags_base = S + K * max_chunk_bytes
     +---+----+----+-----+------+---+----+-----+------+
     | w | r0 | r1 | ... | rN-1 | w | r0 | ... | rN-1 | ...  flag area:
     +---+----+----+-----+------+---+----+-----+------+      K * (1 + N)
     \\------ chunk 0 flags -----/ \\-- chunk 1 flags -/
 
     K = max_chunks, N = n_reader
-    total = (max_chunk_bytes + 1 + N) * K
+    total = S + (max_chunk_bytes + 1 + N) * K
+
+The sleep area comes first so that a larger geometry always needs a larger
+segment (attaching with a handle that does not match fails), and the data area
+starts on a cache line.
 
 Encoding of every flag byte (one byte each, so a store never tears):
 
@@ -24,6 +32,14 @@ Encoding of every flag byte (one byte each, so a store never tears):
   before publishing). Stored by the writer (clear) and by reader k (set);
   never by another reader. ``k`` is the reader's position among the local
   readers, not its global rank.
+
+Encoding of every sleep word (32 bits, native byte order, 4-byte aligned, so a
+store never tears and the kernel's futex can wait on it):
+
+* ``s<k>`` (reader k asleep): 1 -- reader k has announced that it is about to
+  block, or is blocked, in a futex wait on this word; 0 -- it is not (initial,
+  after it woke, or cleared by the writer just before waking it). Stored by
+  reader k (1 and 0) and by the writer (0 only).
 """
 
 from __future__ import annotations
@@ -35,6 +51,9 @@ from .errors import MisuseError
 WRITTEN_FLAG_SIZE = 1
 #: Index of ``written`` within a chunk's flag block.
 WRITTEN_POSITION = 0
+SLEEP_WORD_SIZE = 4
+#: The sleep area fills whole cache lines.
+CACHE_LINE = 64
 
 
 @dataclass(frozen=True)
@@ -60,19 +79,35 @@ class RingLayout:
         return WRITTEN_FLAG_SIZE + self.n_reader
 
     @property
+    def sleep_bytes(self) -> int:
+        """Size of the sleep area at offset 0: the words, padded to whole cache lines."""
+        return -(-SLEEP_WORD_SIZE * self.n_reader // CACHE_LINE) * CACHE_LINE
+
+    @property
+    def data_base(self) -> int:
+        """Offset of the data area (right after the sleep area)."""
+        return self.sleep_bytes
+
+    @property
     def flags_base(self) -> int:
         """Offset of the flag area (right after the data area)."""
-        return self.max_chunks * self.max_chunk_bytes
+        return self.data_base + self.max_chunks * self.max_chunk_bytes
 
     @property
     def total_bytes(self) -> int:
-        """Size of the whole segment: ``(max_chunk_bytes + 1 + n_reader) * max_chunks``."""
-        return (self.max_chunk_bytes + self.flags_per_chunk) * self.max_chunks
+        """Size of the whole segment:
+        ``sleep_bytes + (max_chunk_bytes + 1 + n_reader) * max_chunks``."""
+        return self.sleep_bytes + (self.max_chunk_bytes + self.flags_per_chunk) * self.max_chunks
+
+    def sleep_offset(self, reader: int) -> int:
+        """Offset of local reader ``reader``'s sleep word."""
+        self.check_reader(reader)
+        return SLEEP_WORD_SIZE * reader
 
     def data_offset(self, chunk: int) -> int:
         """Offset of the first data byte of ``chunk``."""
         self.check_chunk(chunk)
-        return chunk * self.max_chunk_bytes
+        return self.data_base + chunk * self.max_chunk_bytes
 
     def flags_offset(self, chunk: int) -> int:
         """Offset of ``chunk``'s flag block (its ``written`` byte)."""

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from .cursors import ReaderCursor, WriterCursor, claimed_roles
 from .errors import ClosedError, MisuseError
-from .layout import RingLayout
+from .layout import SLEEP_WORD_SIZE, RingLayout
 from .shm import SharedSegment
 from .steps import StepObserver
-from .waiting import DEFAULT_LOG_INTERVAL
+from .waiting import DEFAULT_LOG_INTERVAL, SLEEP_KIND, buffer_address
 
 __all__ = ["ReaderCursor", "RingHandle", "ShmRingBuffer", "WriterCursor"]
 
@@ -73,6 +73,15 @@ class ShmRingBuffer:
         # Per-chunk views, made once: the hot path only indexes these lists.
         self._data_views = [buf[o : o + max_chunk_bytes] for o in data]
         self._flag_views = [buf[o : o + lay.flags_per_chunk] for o in flags]
+        words = [lay.sleep_offset(r) for r in range(n_reader)]
+        sleep = buf[words[0] : words[-1] + SLEEP_WORD_SIZE]
+        self._sleep_view = sleep  # the writer's one copy and compare
+        self._sleep_words = sleep.cast("I")  # native 32-bit words, one per reader
+        #: Each reader's sleep word as an address, for the futex (empty without one).
+        self.sleep_addresses: tuple[int, ...] = (
+            tuple(buffer_address(buf[o : o + SLEEP_WORD_SIZE]) for o in words)
+            if SLEEP_KIND == "futex" else ()
+        )
         self._cursors: list[WriterCursor | ReaderCursor] = []
         self._role: str | None = None
 
@@ -114,11 +123,14 @@ class ShmRingBuffer:
         index: int,
         observer: StepObserver | None = None,
         log_interval: float = DEFAULT_LOG_INTERVAL,
+        wake_on_publish: bool = True,
     ) -> ReaderCursor:
-        """The cursor of local reader ``index`` (0..n_reader-1, not a global rank)."""
+        """The cursor of local reader ``index`` (0..n_reader-1, not a global rank).
+        ``wake_on_publish=False``: its waits sleep, doubling, instead of blocking
+        until the writer wakes them (for comparison)."""
         self.layout.check_reader(index)
         self._claim("reader", index)
-        cursor = ReaderCursor(self, index, observer, log_interval)
+        cursor = ReaderCursor(self, index, observer, log_interval, wake_on_publish)
         self._cursors.append(cursor)
         return cursor
 
@@ -152,7 +164,7 @@ class ShmRingBuffer:
         for cursor in self._cursors:
             cursor._detach()
         self._cursors.clear()
-        for views in (self._data_views, self._flag_views):
+        for views in (self._data_views, self._flag_views, (self._sleep_words, self._sleep_view)):
             for view in views:
                 view.release()
         try:

@@ -45,6 +45,26 @@ READER_STEPS: Final = (
 )
 ALL_STEPS: Final = WRITER_STEPS + READER_STEPS
 
+# Sleep-protocol steps (``spec/ReaderSleep.tla``; code sites in ``cursors.py``). A
+# reader that outlasts its spin sleeps on its sleep word; the writer, after each
+# WriterPublish, wakes the readers whose word it finds 1. Not in ALL_STEPS: the ring's
+# trace validation (``spec/TraceRingBuffer.tla``) replays only RingBuffer.tla's steps.
+READER_ANNOUNCE_SLEEP: Final = "ReaderAnnounceSleep"  # store own sleep word = 1 (then FS1)
+READER_BLOCK: Final = "ReaderBlock"  # re-check failed: futex wait while own word == 1
+READER_END_SLEEP: Final = "ReaderEndSleep"  # store own sleep word = 0
+WRITER_CHECK_SLEEP: Final = "WriterCheckSleep"  # after FS2: load every sleep word (one compare)
+WRITER_CLEAR_SLEEP: Final = "WriterClearSleep"  # store sleep word r = 0, for each r seen 1
+WRITER_WAKE: Final = "WriterWake"  # futex wake on sleep word r, right after its clear
+
+SLEEP_STEPS: Final = (
+    READER_ANNOUNCE_SLEEP,
+    READER_BLOCK,
+    READER_END_SLEEP,
+    WRITER_CHECK_SLEEP,
+    WRITER_CLEAR_SLEEP,
+    WRITER_WAKE,
+)
+
 WRITER_ACTOR: Final = "writer"
 
 
@@ -61,7 +81,8 @@ class StepObserver(Protocol):
     ``after_step`` runs once the step's store or load has happened. ``chunk``
     is the chunk index the step acts on; ``reader`` is the read-flag index a
     ``WriterPollReadFlag`` step loads or a ``WriterClearReadFlag`` step
-    clears, else ``None``. Production and observed runs execute the same
+    clears, or the reader a ``WriterClearSleep`` / ``WriterWake`` is for, else
+    ``None``. Production and observed runs execute the same
     statements: the observer only adds calls around them.
     """
 

@@ -6,9 +6,11 @@
   who waits for what and for how long (the real elapsed time of the call).
 * :func:`wait_for` waits on shared memory: it polls a condition, yielding the
   CPU between polls for the first ``SPIN_SECONDS`` (hand-off latency stays in
-  the microseconds while the peer runs), then sleeps, doubling from
-  ``FIRST_SLEEP`` up to ``MAX_SLEEP`` (an idle waiter costs well under 1% of a
-  core).
+  the microseconds while the peer runs), then, given a :class:`Sleeper` (a
+  ring reader, where ``SLEEP_KIND == "futex"``), blocks in the sleeper until
+  the peer wakes it (an idle waiter costs nothing and wakes at once), else
+  sleeps, doubling from ``FIRST_SLEEP`` up to ``MAX_SLEEP`` (about 1,000
+  wake-ups a second).
 * :func:`wait_readable` waits on something with a blocking, bounded poll (a
   socket): it blocks at most until the deadline or the next stall log.
 
@@ -26,8 +28,16 @@ import math
 import os
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from .errors import MisuseError
+
+try:  # Linux, with the C extension: a futex on a word of the shared segment
+    from ._fence import buffer_address, futex_wait, futex_wake
+
+    SLEEP_KIND = "futex"
+except ImportError:  # elsewhere: readers sleep, doubling, as writers do
+    SLEEP_KIND = "doubling-sleep"
 
 SPIN_SECONDS = 1e-3
 SPIN_BATCH = 16  # polls between clock reads while spinning
@@ -35,6 +45,21 @@ FIRST_SLEEP = 20e-6
 MAX_SLEEP = 1e-3
 DEFAULT_LOG_INTERVAL = 10.0
 WATCH_INTERVAL = 0.1
+#: The longest one sleeper block lasts: the poll (which may watch a socket) runs again.
+MAX_BLOCK = WATCH_INTERVAL
+
+__all__ = [
+    "FOREVER",
+    "SLEEP_KIND",
+    "Deadline",
+    "Sleeper",
+    "StallLog",
+    "buffer_address",
+    "futex_wait",
+    "futex_wake",
+    "wait_for",
+    "wait_readable",
+]
 
 logger = logging.getLogger("verifiedring")
 
@@ -111,6 +136,18 @@ class StallLog:
         return self._next
 
 
+class Sleeper(Protocol):
+    """What :func:`wait_for` blocks in once it has spun ``spin_seconds``."""
+
+    spin_seconds: float
+    max_block: float
+
+    def sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
+        """Announce the sleep, re-check with ``poll``, and unless it is true block
+        until woken or ``timeout`` seconds pass; return the re-check's result."""
+        ...
+
+
 def _expired(deadline: Deadline, now: float) -> bool:
     return deadline.at is not None and now >= deadline.at
 
@@ -121,38 +158,51 @@ def wait_for(
     stall: Callable[[], StallLog],
     on_timeout: Callable[[float], Exception],
     watch: Callable[[], None] | None = None,
+    sleeper: Sleeper | None = None,
 ) -> None:
     """Return as soon as ``poll()`` is true; call it after a poll that failed.
 
     ``stall`` makes the stall log, and is called only once the wait outlasts
-    its first spin (the common hand-off never builds one).
+    its first spin (the common hand-off never builds one). With a ``sleeper``,
+    the wait blocks in ``sleeper.sleep`` after its spin, each block bounded by
+    the deadline, the next stall log line, the next watch and ``max_block``.
     """
     if _expired(deadline, _monotonic()):
         raise on_timeout(deadline.elapsed())
     yield_cpu = os.sched_yield
-    for _ in range(SPIN_BATCH):  # most hand-offs end here, before any clock read
-        yield_cpu()
-        if poll():
-            return
+    spin = SPIN_SECONDS if sleeper is None else sleeper.spin_seconds
+    if spin > 0:
+        for _ in range(SPIN_BATCH):  # most hand-offs end here, before any clock read
+            yield_cpu()
+            if poll():
+                return
     log = stall()
     start = _monotonic()
     next_watch = start
     sleep = FIRST_SLEEP
     while True:
         now = _monotonic()
-        if _expired(deadline, now):
+        at = deadline.at
+        if at is not None and now >= at:
             raise on_timeout(deadline.elapsed())
         log.tick(now)
         if watch is not None and now >= next_watch:
             watch()
             next_watch = now + WATCH_INTERVAL
-        if now - start < SPIN_SECONDS:
+        if now - start < spin:
             for _ in range(SPIN_BATCH):  # no clock read between these polls
                 yield_cpu()
                 if poll():
                     return
+        elif sleeper is not None:
+            until = min(log.next_at(), now + sleeper.max_block)
+            if at is not None:
+                until = min(until, at)
+            if watch is not None:
+                until = min(until, next_watch)
+            if sleeper.sleep(poll, max(until - now, 0.0)) or poll():
+                return
         else:
-            at = deadline.at
             time.sleep(sleep if at is None else min(sleep, max(at - now, 0.0)))
             sleep = min(sleep * 2, MAX_SLEEP)
             if poll():
