@@ -5,6 +5,7 @@ Each test reproduces a defect found in review: it failed on the code before the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,7 +13,13 @@ import numpy as np
 import pytest
 from support.fakes import WedgedSocket
 
-from verifiedring import BrokenPeerError, DecodeError, MessageQueue, RingTimeoutError
+from verifiedring import (
+    BrokenPeerError,
+    ClosedError,
+    DecodeError,
+    MessageQueue,
+    RingTimeoutError,
+)
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -164,3 +171,27 @@ def test_an_interrupt_after_publish_breaks_the_writer(
     with pytest.raises(BrokenPeerError, match="sending message seq 0 was interrupted"):
         w.enqueue("next", timeout=T)
     assert r.dequeue(timeout=T) == "published, never sent remotely"  # the ring has it
+
+
+def test_a_reader_polling_with_timeout_zero_sees_shutdown(
+    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+) -> None:
+    """dequeue(timeout=0) in a loop once drained the socket never: SHUTDOWN went
+    unseen and the poller timed out forever instead of raising ClosedError."""
+    w, (r,) = queues(1, 0)
+    w.enqueue("only", timeout=T)
+    w.shutdown()
+    assert r.dequeue(timeout=0) == "only"
+    deadline = time.monotonic() + T
+    while time.monotonic() < deadline:
+        try:
+            r.dequeue(timeout=0)
+        except RingTimeoutError:
+            time.sleep(0.01)  # SHUTDOWN may still be in flight on the ipc socket
+            continue
+        except ClosedError as exc:
+            assert "shut the queue down after 1 messages" in str(exc)
+            break
+        raise AssertionError("dequeue returned a message after the last one")
+    else:
+        raise AssertionError(f"no ClosedError within {T} s of polling with timeout=0")

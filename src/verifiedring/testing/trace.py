@@ -53,6 +53,7 @@ from ..steps import (
     READER_POLL_READ_FLAG,
     READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
+    SLEEP_STEPS,
     WRITER_ABORT,
     WRITER_ACTOR,
     WRITER_FILL_PAYLOAD,
@@ -123,17 +124,30 @@ class TraceLog:
     path: str
     capacity: int
     lock: Any = field(repr=False)
+    record_size: int = _RECORD.size
 
     @classmethod
-    def create(cls, directory: str | os.PathLike[str], capacity: int) -> TraceLog:
+    def create(
+        cls, directory: str | os.PathLike[str], capacity: int, record_size: int = _RECORD.size
+    ) -> TraceLog:
+        """An empty log of ``capacity`` records of ``record_size`` bytes (the ring's
+        records by default; the queue's trace has its own)."""
         if capacity < 1:
             raise MisuseError(f"trace capacity must be >= 1 event, got {capacity}")
         path = os.path.join(os.fspath(directory), "trace.bin")
         with open(path, "wb") as f:
-            f.truncate(_HEADER_SIZE + capacity * _RECORD.size)
+            f.truncate(_HEADER_SIZE + capacity * record_size)
             f.seek(0)
             f.write(_HEADER.pack(capacity, 0, 0, 0))
-        return cls(path, capacity, mp.get_context("spawn").Lock())
+        return cls(path, capacity, mp.get_context("spawn").Lock(), record_size)
+
+    def records(self) -> list[bytes]:
+        """The recorded records, in order, as bytes."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        _, count, _, _ = _HEADER.unpack_from(data, 0)
+        size = self.record_size
+        return [data[_HEADER_SIZE + n * size : _HEADER_SIZE + (n + 1) * size] for n in range(count)]
 
     def counts(self) -> tuple[int, int]:
         """(events recorded, steps left unrecorded because the log was full)."""
@@ -146,14 +160,9 @@ class TraceLog:
 
     def events(self) -> list[TraceEvent]:
         """The recorded events, in order; ``abort`` set from the writer's next event."""
-        with open(self.path, "rb") as f:
-            data = f.read()
-        _, count, _, _ = _HEADER.unpack_from(data, 0)
         raw: list[TraceEvent] = []
-        for n in range(count):
-            actor, action, chunk, reader, nflags, seq, flags = _RECORD.unpack_from(
-                data, _HEADER_SIZE + n * _RECORD.size
-            )
+        for record in self.records():
+            actor, action, chunk, reader, nflags, seq, flags = _RECORD.unpack(record)
             name = ALL_STEPS[action & 0x7F]
             raw.append(
                 TraceEvent(
@@ -216,7 +225,7 @@ class TraceRecorder:
         self._loaded[actor] = (_signed64(seq), raising)
 
     def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        if self._full:
+        if self._full or action in SLEEP_STEPS:  # ReaderSleep.tla's, not RingBuffer.tla's
             return
         if not self._lock.acquire(timeout=self._timeout):
             raise TraceError(
@@ -370,16 +379,17 @@ class Verdict:
     states: str
     seconds: float
     rejected_at: int | None  # index of the event that could not be replayed
-    event: TraceEvent | None
+    event: Any  # that event (a TraceEvent, or the queue trace's QueueEvent)
     output: str = field(repr=False)
+    reasons: dict[str, str] = field(default_factory=lambda: REASONS, repr=False)
 
     @property
     def reason(self) -> str:
         if self.accepted:
             return "every event replayed"
-        if self.result in REASONS:
-            return REASONS[self.result]
-        if self.result in SAFETY_INVARIANTS:
+        if self.result in self.reasons:
+            return self.reasons[self.result]
+        if self.result.endswith("Inv"):
             return f"the spec's invariant {self.result} is violated"
         return f"TLC failed: {self.result}"
 
@@ -409,31 +419,54 @@ def validate(
 ) -> Verdict:
     """Replay ``events`` with TLC; ``messages`` is the run's message count (MaxMsgs),
     ``aborts``/``raises`` the bounds (default: the counts in the trace)."""
-    from spec import tlc  # the repository's one TLC driver
-
     if aborts is None:
         aborts = sum(e.action == WRITER_ABORT for e in events)
     if raises is None:
         raises = sum(e.raised for e in events)
+    constants = (
+        f"    NReaders = {n_reader}\n    NChunks = {max_chunks}\n"
+        f"    MaxMsgs = {max(messages, 1)}\n"
+        f"    MaxAborts = {aborts}\n    MaxReaderRaises = {raises}\n"
+        "    FlagIndex <- TraceFlagIndex\n"
+    )
+    return replay(
+        ("RingBuffer.tla", "TraceRingBuffer.tla", "MCTrace.tla"), tla_module(events), constants,
+        (*REPLAY_INVARIANTS, *SAFETY_INVARIANTS), events, REASONS,
+        workers=workers, timeout=timeout, directory=directory,
+    )
+
+
+def replay(
+    specs: Sequence[str],
+    data_module: str,
+    constants: str,
+    invariants: Sequence[str],
+    events: Sequence[Any],
+    reasons: dict[str, str],
+    *,
+    workers: int = 1,
+    timeout: float = 240,
+    directory: str | os.PathLike[str] | None = None,
+) -> Verdict:
+    """Have TLC replay a trace: ``specs`` (from spec/, the last one the harness that
+    binds ``Trace <- TraceValue``) beside ``data_module`` (TraceData.tla), with the
+    cfg's ``constants`` lines, checking ``invariants`` and then :data:`ACCEPTED`."""
+    from spec import tlc  # the repository's one TLC driver
+
     tmp_ctx = tempfile.TemporaryDirectory(prefix="vr-trace-") if directory is None else None
     tmp = Path(tmp_ctx.name) if tmp_ctx is not None else Path(directory or ".")
+    harness = specs[-1]
     try:
-        for name in ("RingBuffer.tla", "TraceRingBuffer.tla", "MCTrace.tla"):
+        for name in specs:
             shutil.copy(tlc.SPEC_DIR / name, tmp / name)
-        (tmp / "TraceData.tla").write_text(tla_module(events))
-        cfg = tmp / "MCTrace.cfg"
-        invariants = "\n".join(
-            f"INVARIANT {name}" for name in (*REPLAY_INVARIANTS, *SAFETY_INVARIANTS, ACCEPTED)
-        )
+        (tmp / "TraceData.tla").write_text(data_module)
+        cfg = tmp / harness.replace(".tla", ".cfg")
+        checks = "\n".join(f"INVARIANT {name}" for name in (*invariants, ACCEPTED))
         cfg.write_text(
-            "CONSTANTS\n"
-            f"    NReaders = {n_reader}\n    NChunks = {max_chunks}\n"
-            f"    MaxMsgs = {max(messages, 1)}\n"
-            f"    MaxAborts = {aborts}\n    MaxReaderRaises = {raises}\n"
-            "    FlagIndex <- TraceFlagIndex\n    Trace <- TraceValue\n"
-            f"INIT TraceInit\nNEXT TraceNext\n{invariants}\n"
+            f"CONSTANTS\n{constants}    Trace <- TraceValue\n"
+            f"INIT TraceInit\nNEXT TraceNext\n{checks}\n"
         )
-        run = tlc.run(tmp / "MCTrace.tla", cfg, workers=workers, timeout=timeout, deadlock=False)
+        run = tlc.run(tmp / harness, cfg, workers=workers, timeout=timeout, deadlock=False)
     finally:
         if tmp_ctx is not None:
             tmp_ctx.cleanup()
@@ -444,4 +477,6 @@ def validate(
     if not accepted and run.trace and "step" in run.trace[-1].assignments:
         at = int(run.trace[-1].assignments["step"])
     event = events[at] if at is not None and at < len(events) else None
-    return Verdict(accepted, result, len(events), run.states, run.seconds, at, event, run.output)
+    return Verdict(
+        accepted, result, len(events), run.states, run.seconds, at, event, run.output, reasons
+    )
