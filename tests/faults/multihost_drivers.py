@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 from datetime import timedelta
@@ -363,3 +364,53 @@ def outsider_host(site: Site) -> Obs:
         reap([reader])
     return obs
 
+
+
+# --- the fixture itself ---------------------------------------------------------------
+
+
+def _identity_of_child() -> str:
+    return host_identity()
+
+
+def mesh_host(site: Site) -> Obs:
+    """Listen on this host's address, reach every other host by name, and report what
+    this host is: name, links, identity (here and in a spawned child), /dev/shm."""
+    srv = socket.create_server((site.address, 7000))
+    srv.settimeout(T)
+    site.put(f"listening {site.index}", True)
+    with open(f"/dev/shm/mark-{site.index}", "w"):
+        pass
+    peers = {}
+    for j, name in enumerate(site.names):
+        if j != site.index:
+            site.get(f"listening {j}", T)
+            with socket.create_connection((name, 7000), timeout=T) as c:
+                c.sendall(site.name.encode())
+                peers[name] = c.getpeername()[0]
+    heard = set()
+    for _ in range(len(site.names) - 1):
+        conn, _ = srv.accept()
+        with conn:
+            heard.add(conn.recv(64).decode())
+    obs: Obs = {"name": socket.gethostname(), "links": sorted(n for _, n in socket.if_nameindex()),
+                "identity": host_identity(), "peers": peers, "heard": sorted(heard),
+                "shm": sorted(os.listdir("/dev/shm")), "connect_ip": writer_connect_ip()}
+    with spawn().Pool(1) as pool:
+        obs["child_identity"] = pool.apply(_identity_of_child)
+    site.put(f"done {site.index}", True)
+    for j in range(len(site.names)):
+        site.get(f"done {j}", T)  # nobody's server goes before everyone connected
+    os.unlink(f"/dev/shm/mark-{site.index}")
+    return obs
+
+
+def failing_host(site: Site, how: str) -> Obs:
+    """Raise, or hang past the host's bound, with a child process and a file in /dev/shm."""
+    subprocess.Popen(["sleep", "600"])  # left running: a straggler
+    with open("/dev/shm/left-behind", "w"):
+        pass
+    if how == "raise":
+        raise RuntimeError(f"planned failure on {site.name}")
+    time.sleep(600)
+    return {}

@@ -143,3 +143,49 @@ def test_outsider_on_b_cannot_subscribe_or_delay_the_writer(measured: Note) -> N
     assert b["outsider_frames"] == 0
     assert a["rejected_frames"] == 0
     measured("slowest enqueue, outsider on B", a["max_enqueue_seconds"])
+
+
+def test_three_hosts_through_the_bridge_each_its_own() -> None:
+    values = on_hosts(*[(d.mesh_host, ()) for _ in range(3)])
+    names = [f"vr-host-{c}" for c in "abc"]
+    assert [v["name"] for v in values] == names
+    for i, v in enumerate(values):
+        others = [n for n in names if n != v["name"]]
+        assert v["peers"] == {n: f"198.18.0.{names.index(n) + 1}" for n in others}
+        assert v["heard"] == others
+        assert v["connect_ip"] == f"198.18.0.{i + 1}"
+        assert len(v["links"]) == 2 and v["links"][0] == "lo"  # lo and its veth only
+        assert v["shm"] == [f"mark-{i}"]  # its own /dev/shm
+        assert v["child_identity"] == v["identity"]  # one host: one identity
+    assert len({v["identity"] for v in values}) == 3
+
+
+@pytest.mark.parametrize("how", ["raise", "hang"])
+def test_a_failing_host_is_torn_down_with_the_rest(how: str) -> None:
+    mh = MultiHost([(d.failing_host, (how,)), (d.mesh_host, ())], timeout=4.0,
+                   env={"PYTHONPATH": str(ROOT)})
+    with mh:
+        bad, other = mh.run()
+    if how == "raise":
+        assert bad.returncode == 1 and bad.raised and "planned failure on vr-host-a" in bad.raised
+    else:
+        assert bad.timed_out and bad.returncode is None
+    assert bad.shm_left == ("left-behind",) and bad.stragglers  # its child, killed
+    assert other.timed_out  # waited for host a to listen, killed at the bound
+    assert mh.leftovers() == []
+
+
+def test_a_failed_start_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verifiedring.testing.multihost as multihost
+
+    def broken_ip(netns: str, *args: str) -> None:
+        if "veth" in args:
+            raise RuntimeError("planned: no veth")
+        real_ip(netns, *args)
+
+    real_ip = multihost._ip
+    monkeypatch.setattr(multihost, "_ip", broken_ip)
+    mh = MultiHost([(d.mesh_host, ()), (d.mesh_host, ())], timeout=8.0)
+    with pytest.raises(RuntimeError, match="planned: no veth"), mh:
+        pass
+    assert mh.leftovers() == []
