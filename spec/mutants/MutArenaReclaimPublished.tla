@@ -1,0 +1,31 @@
+------------------------ MODULE MutArenaReclaimPublished ------------------------
+(* Mutant: off by one in the reclaim of unpublished claims: a slot claimed  *)
+(* for the LAST PUBLISHED message (seq = next - 1) counts as never          *)
+(* published.  Expected: the writer copies over a slot a reader views.      *)
+EXTENDS TensorArena
+
+MutFree(s) == (\A r \in Readers : owes[s][r] = 0) \/ slotSeq[s] >= next - 1
+
+MutArenaClaim(s) ==
+    /\ wpc = "begin"
+    /\ MutFree(s)
+    /\ owes' = [owes EXCEPT ![s] = [r \in Readers |-> 1]]
+    /\ slotSeq' = [slotSeq EXCEPT ![s] = next]
+    /\ content' = [content EXCEPT ![s] = 0]
+    /\ wslot' = s /\ wpc' = "copy"
+    /\ UNCHANGED <<next, aborts, sent, rvars>>
+
+MutArenaFallback ==
+    /\ wpc = "begin"
+    /\ \A s \in Slots : ~MutFree(s)
+    /\ wslot' = NoSlot /\ wpc' = "publish"
+    /\ UNCHANGED <<owes, slotSeq, content, next, aborts, sent, rvars>>
+
+MutWriter == (\E s \in Slots : MutArenaClaim(s)) \/ MutArenaFallback \/ ArenaCopy \/ QueueAbort
+             \/ QueuePublish
+MutReader(r) == QueueTake(r) \/ ArenaRebuild(r) \/ QueueDecodeFail(r) \/ QueueClose(r)
+                \/ QueueClosed(r) \/ (\E v \in views[r] : ArenaRelease(r, v))
+                \/ (\E s \in Slots : ArenaDropRelease(r, s))
+MutNext == MutWriter \/ (\E r \in Readers : MutReader(r)) \/ Done
+MutSpec == Init /\ [][MutNext]_vars
+=============================================================================
