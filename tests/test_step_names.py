@@ -192,3 +192,22 @@ def test_queue_machine_drives_every_queue_action() -> None:
         f"not driven: {sorted(set(steps.QUEUE_STEPS) - driven)}; "
         f"not actions: {sorted(driven - set(steps.QUEUE_STEPS))}"
     )
+
+
+ARENA_SPEC = ROOT / "spec" / "TensorArena.tla"
+ARENA_CODE = [SRC / "arena.py"]
+
+
+def test_arena_steps_are_the_spec_actions_with_one_code_site_each() -> None:
+    """TensorArena.tla's actions are ARENA_STEPS plus the queue's own (``Queue*``);
+    each arena step has exactly one ``# spec:`` site, in arena.py."""
+    actions = protocol_actions(ARENA_SPEC.read_text())
+    arena = {a for a in actions if not a.startswith("Queue")}
+    assert set(steps.ARENA_STEPS) == arena, (
+        f"only in steps.py: {sorted(set(steps.ARENA_STEPS) - arena)}; "
+        f"only in the spec: {sorted(arena - set(steps.ARENA_STEPS))}"
+    )
+    assert len(set(steps.ARENA_STEPS)) == len(steps.ARENA_STEPS)
+    sites = spec_sites(ARENA_CODE)
+    assert dict(sites) == dict.fromkeys(steps.ARENA_STEPS, 1), dict(sites)
+    assert not set(spec_sites(QUEUE_CODE)) & set(steps.ARENA_STEPS)

@@ -151,3 +151,16 @@ class QueueObserver(Protocol):
     def end(
         self, actor: str, action: str, seq: int, obj: object = None, overflow: bool = False
     ) -> None: ...
+
+# Tensor-arena steps (``spec/TensorArena.tla``; code sites in ``arena.py``). The spec's
+# Queue* actions are the queue's own steps, not the arena's.
+ARENA_CLAIM: Final = "ArenaClaim"  # a free (or never published) slot: seq, gen, owes = 1
+ARENA_COPY: Final = "ArenaCopy"  # the tensor's bytes into the slot: the one copy
+ARENA_FALLBACK: Final = "ArenaFallback"  # no free slot: out of band, the writer never waits
+ARENA_REBUILD: Final = "ArenaRebuild"  # the reader's view over the slot
+ARENA_RELEASE: Final = "ArenaRelease"  # the view's storage is freed: owes = 0
+ARENA_DROP_RELEASE: Final = "ArenaDropRelease"  # an unviewed consumed slot (or any, at close)
+
+ARENA_STEPS: Final = (
+    ARENA_CLAIM, ARENA_COPY, ARENA_FALLBACK, ARENA_REBUILD, ARENA_RELEASE, ARENA_DROP_RELEASE
+)
