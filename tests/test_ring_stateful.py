@@ -19,9 +19,17 @@ reader's body (``ReaderReadPayload``) loads the message and may raise, in
 which case the message still counts as consumed and the chunk must still be
 released.
 
-A poll step is a rule only when it lets its actor go on: a failed poll stores
-nothing and is retried, so it is a stutter and would only eat the example's
-step budget (unit tests pin what a failed poll does). ``test_ring_machine``
+A writer poll step is a rule only when it lets the writer go on: a failed poll
+stores nothing and is retried, so it is a stutter and would only eat the
+example's step budget (unit tests pin what a failed poll does). So is a
+reader's, in a run whose readers never stop spinning; in a run whose readers
+spin for no time (``sleepy``, half the runs) it is not: their wait goes to sleep
+at once (``spec/ReaderSleep.tla``: ReaderAnnounceSleep, the
+re-check, ReaderBlock, ReaderEndSleep; the writer's WriterCheckSleep,
+WriterClearSleep, WriterWake after every publish). A ReaderBlock granted while
+the reader's sleep word is 1 really blocks in the futex, so the rule does not
+wait for it; the WriterWake for that reader then waits until it parks again.
+``no_lost_wakeup`` checks ReaderSleep.tla's NoLostWakeupInv on the real ring. ``test_ring_machine``
 counts what every run reached -- each action, publishes after an abort, reader
 raises, a second lap of every chunk -- and asserts a floor for each.
 
@@ -31,8 +39,10 @@ before and after) and the recent trace is part of every failure message.
 
 from __future__ import annotations
 
+import math
 import struct
 import threading
+import time
 from collections import Counter
 from functools import partial
 
@@ -49,23 +59,34 @@ from hypothesis.stateful import (
 
 from verifiedring import ShmRingBuffer
 from verifiedring.ring import ReaderCursor, WriterCursor
+from verifiedring.shm import SharedSegment
 from verifiedring.steps import (
+    READER_ANNOUNCE_SLEEP,
+    READER_BLOCK,
+    READER_END_SLEEP,
     READER_POLL_READ_FLAG,
     READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
     READER_RELEASE,
     WRITER_ABORT,
     WRITER_ACTOR,
+    WRITER_CHECK_SLEEP,
     WRITER_CLEAR_READ_FLAG,
+    WRITER_CLEAR_SLEEP,
     WRITER_CLEAR_WRITTEN,
     WRITER_FILL_PAYLOAD,
     WRITER_POLL_READ_FLAG,
     WRITER_POLL_WRITTEN,
     WRITER_PUBLISH,
+    WRITER_WAKE,
     reader_actor,
 )
 from verifiedring.testing.probe import FlagProbe, RecordingObserver
 from verifiedring.testing.scheduler import HANDOFF_TIMEOUT, Actor, Scheduler
+from verifiedring.waiting import SLEEP_KIND, futex_wake
+
+SLEEPS = SLEEP_KIND == "futex"  # elsewhere readers sleep, doubling: no sleep steps
+WORD = struct.Struct("=I")  # a sleep word (layout.py)
 
 HEADER = struct.Struct("<H")  # payload length
 MAX_PAYLOAD = 12
@@ -132,11 +153,15 @@ class RingMachine(RuleBasedStateMachine):
         self.chunk_msg: list[int | None] = []  # per chunk: index of its published message
         self.aborted = False  # the last write attempt aborted
         self.used_chunks: set[int] = set()  # chunks that have held a published message
+        self.words: SharedSegment | None = None  # a mapping to read the sleep words from
+        self.blocked: set[int] = set()  # readers granted a ReaderBlock on word 1
+        self.to_wake: set[int] = set()  # readers the writer's last check saw asleep
+        self.sleepy = False  # readers sleep after one failed poll (else they spin)
 
     # -- set-up and teardown ----------------------------------------------------------
 
-    @initialize(n_reader=st.integers(1, 3), max_chunks=st.integers(1, 3))
-    def start(self, n_reader: int, max_chunks: int) -> None:
+    @initialize(n_reader=st.integers(1, 3), max_chunks=st.integers(1, 3), sleepy=st.booleans())
+    def start(self, n_reader: int, max_chunks: int, sleepy: bool) -> None:
         ring = ShmRingBuffer(n_reader, CHUNK_BYTES, max_chunks)
         self.rings.append(ring)
         readers_ring = ShmRingBuffer.attach(ring.handle())
@@ -146,10 +171,19 @@ class RingMachine(RuleBasedStateMachine):
         self.n_reader = n_reader
         self.chunk_msg = [None] * max_chunks
         writer = ring.writer(observer=sched, log_interval=1e9)
+        self.words = SharedSegment.attach(ring.name, ring.layout.total_bytes)
+        self.layout = ring.layout
+        self.addresses = readers_ring.sleep_addresses
         readers = [readers_ring.reader(k, sched, log_interval=1e9) for k in range(n_reader)]
+        self.sleepy = sleepy and SLEEPS
+        for r in readers:
+            # sleepy: a failed poll goes to sleep at once; else the wait spins for ever
+            r.spin_seconds = 0.0 if self.sleepy else math.inf
+            r.max_block = 1e6  # only a WriterWake (or teardown) ends a block
         self.threads.append(sched.start_actor(WRITER_ACTOR, partial(_writer_body, sched, writer)))
         for r in readers:
             self.threads.append(sched.start_actor(r.actor, partial(_reader_body, sched, r)))
+        self.tids = [t.native_id for t in self.threads[1:]]  # reader k's thread id
         for name in sched.actors:
             self._check(sched.wait_parked(name))
 
@@ -158,6 +192,8 @@ class RingMachine(RuleBasedStateMachine):
         try:
             if self.sched is not None:
                 self.sched.stop()
+            for address in getattr(self, "addresses", ()):
+                futex_wake(address)  # a reader blocked in the futex unwinds (Stopped)
             for t in self.threads:
                 t.join(HANDOFF_TIMEOUT)
                 if t.is_alive():
@@ -165,6 +201,8 @@ class RingMachine(RuleBasedStateMachine):
         finally:
             if self.probe is not None:
                 self.probe.close()
+            if self.words is not None:
+                self.words.close()
             for ring in reversed(self.rings):
                 ring.close()
         assert not hung, f"actor threads still running {HANDOFF_TIMEOUT} s after teardown: {hung}"
@@ -207,6 +245,25 @@ class RingMachine(RuleBasedStateMachine):
     def _flags(self, chunk: int) -> tuple[int, ...]:
         assert self.probe is not None
         return self.probe.flags(chunk)
+
+    def asleep(self, k: int) -> int:
+        """Reader ``k``'s sleep word, as the segment holds it now."""
+        assert self.words is not None
+        (word,) = WORD.unpack_from(self.words.buf, self.layout.sleep_offset(k))
+        return int(word)
+
+    def wait_in_futex(self, k: int) -> None:
+        """Wait until reader ``k``'s thread is blocked in the futex wait on its word (the
+        kernel names its syscall and address), so what runs next cannot race it."""
+        path = f"/proc/self/task/{self.tids[k]}/syscall"
+        address = hex(self.addresses[k])
+        end = time.monotonic() + HANDOFF_TIMEOUT
+        while time.monotonic() < end:
+            with open(path) as f:
+                if f.read().split()[1:3] == [address, "0x0"]:  # FUTEX_WAIT on the word
+                    return
+            time.sleep(1e-4)
+        self.fail(f"reader {k} was not in its futex wait {HANDOFF_TIMEOUT} s after ReaderBlock")
 
     def writer_poll_proceeds(self) -> bool:
         """The writer's next read-flag load finds 1 (a 0 fails the poll: a stutter)."""
@@ -275,19 +332,24 @@ class RingMachine(RuleBasedStateMachine):
 
     # -- reader rules -----------------------------------------------------------------
 
-    @precondition(lambda self: self.readers_proceeding(READER_POLL_READ_FLAG))
+    def readers_polling(self, action: str) -> list[int]:
+        """Readers at ``action``: all of them where a failed poll goes to sleep, else
+        those whose load lets them go on (a failed poll would be a stutter)."""
+        return self.readers_at(action) if self.sleepy else self.readers_proceeding(action)
+
+    @precondition(lambda self: self.readers_polling(READER_POLL_READ_FLAG))
     @rule(data=st.data())
     def ReaderPollReadFlag(self, data: st.DataObject) -> None:
         k = data.draw(
-            st.sampled_from(self.readers_proceeding(READER_POLL_READ_FLAG)), label="reader"
+            st.sampled_from(self.readers_polling(READER_POLL_READ_FLAG)), label="reader"
         )
         self._grant(reader_actor(k), READER_POLL_READ_FLAG)
 
-    @precondition(lambda self: self.readers_proceeding(READER_POLL_WRITTEN))
+    @precondition(lambda self: self.readers_polling(READER_POLL_WRITTEN))
     @rule(data=st.data())
     def ReaderPollWritten(self, data: st.DataObject) -> None:
         k = data.draw(
-            st.sampled_from(self.readers_proceeding(READER_POLL_WRITTEN)), label="reader"
+            st.sampled_from(self.readers_polling(READER_POLL_WRITTEN)), label="reader"
         )
         self._grant(reader_actor(k), READER_POLL_WRITTEN)
 
@@ -304,6 +366,60 @@ class RingMachine(RuleBasedStateMachine):
     def ReaderRelease(self, data: st.DataObject) -> None:
         k = data.draw(st.sampled_from(self.readers_at(READER_RELEASE)), label="reader")
         self._grant(reader_actor(k), READER_RELEASE)
+
+    # -- sleep rules (spec/ReaderSleep.tla) -------------------------------------------
+
+    @precondition(lambda self: self.readers_at(READER_ANNOUNCE_SLEEP))
+    @rule(data=st.data())
+    def ReaderAnnounceSleep(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(self.readers_at(READER_ANNOUNCE_SLEEP)), label="reader")
+        self._grant(reader_actor(k), READER_ANNOUNCE_SLEEP)
+
+    @precondition(lambda self: self.readers_at(READER_BLOCK))
+    @rule(data=st.data())
+    def ReaderBlock(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(self.readers_at(READER_BLOCK)), label="reader")
+        if self.asleep(k) == 1:  # the futex wait blocks until a WriterWake for k
+            assert self.sched is not None
+            REACHED[READER_BLOCK] += 1
+            REACHED["reader blocked"] += 1
+            self.blocked.add(k)
+            self._check(self.sched.grant(reader_actor(k), READER_BLOCK, wait=False))
+            self.wait_in_futex(k)
+        else:  # the writer cleared the word: the wait returns at once
+            self._grant(reader_actor(k), READER_BLOCK)
+
+    @precondition(lambda self: self.readers_at(READER_END_SLEEP))
+    @rule(data=st.data())
+    def ReaderEndSleep(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(self.readers_at(READER_END_SLEEP)), label="reader")
+        self._grant(reader_actor(k), READER_END_SLEEP)
+
+    @precondition(lambda self: self.writer_at(WRITER_CHECK_SLEEP))
+    @rule()
+    def WriterCheckSleep(self) -> None:
+        self.to_wake = {k for k in range(self.n_reader) if self.asleep(k) == 1}
+        self._grant(WRITER_ACTOR, WRITER_CHECK_SLEEP)
+
+    @precondition(lambda self: self.writer_at(WRITER_CLEAR_SLEEP))
+    @rule()
+    def WriterClearSleep(self) -> None:
+        self._grant(WRITER_ACTOR, WRITER_CLEAR_SLEEP)
+
+    @precondition(lambda self: self.writer_at(WRITER_WAKE))
+    @rule()
+    def WriterWake(self) -> None:
+        k = self.writer.flag
+        assert k is not None
+        self.to_wake.discard(k)
+        self._grant(WRITER_ACTOR, WRITER_WAKE)
+        if k in self.blocked:  # it runs again: wait until it parks at ReaderEndSleep
+            assert self.sched is not None
+            self.blocked.discard(k)
+            REACHED["blocked reader woken"] += 1
+            self._check(self.sched.wait_parked(reader_actor(k)))
+            if self.reader(k).pending != (READER_END_SLEEP,):
+                self.fail(f"reader {k} woke at {self.reader(k).pending}, not at ReaderEndSleep")
 
     # -- invariants (spec/RingBuffer.tla, "safety") ------------------------------------
 
@@ -366,6 +482,22 @@ class RingMachine(RuleBasedStateMachine):
             )
 
     @invariant()
+    def no_lost_wakeup(self) -> None:
+        """NoLostWakeupInv (ReaderSleep.tla): a reader blocked while its next chunk is
+        published is about to be woken: the writer's check is still to come, or saw it."""
+        if self.sched is None:
+            return
+        for k in self.blocked:
+            flags = self._flags(self.reader(k).chunk)
+            ready = flags[0] == 1 and flags[1 + k] == 0
+            if ready and self.writer.pending != (WRITER_CHECK_SLEEP,) and k not in self.to_wake:
+                self.fail(
+                    f"NoLostWakeupInv: reader {k} is blocked on its sleep word while chunk "
+                    f"{self.reader(k).chunk} is published for it (flags {flags}), and the "
+                    f"writer (at {self.writer.pending}) will not wake it"
+                )
+
+    @invariant()
     def some_actor_can_progress(self) -> None:
         """No deadlock: some poll would succeed or some actor is past its poll."""
         if self.sched is None or self.probe is None:
@@ -387,14 +519,14 @@ class RingMachine(RuleBasedStateMachine):
 
 
 SETTINGS = settings(
-    max_examples=100,
+    max_examples=250,
     stateful_step_count=80,
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-#: The least each run must reach (100 derandomized examples of 80 steps).
+#: The least each run must reach (250 derandomized examples of 80 steps, half sleepy).
 FLOORS = {
     **dict.fromkeys(
         (WRITER_POLL_WRITTEN, WRITER_POLL_READ_FLAG, WRITER_CLEAR_WRITTEN, WRITER_FILL_PAYLOAD,
@@ -407,7 +539,21 @@ FLOORS = {
     "reader raised": 30,
     "second lap of chunk 0": 30,
     "second lap of chunk 1": 8,
-    "second lap of chunk 2": 3,
+    "second lap of chunk 2": 1,
+    **(
+        {
+            **dict.fromkeys(
+                (READER_ANNOUNCE_SLEEP, READER_BLOCK, READER_END_SLEEP, WRITER_CHECK_SLEEP),
+                100,
+            ),
+            WRITER_CLEAR_SLEEP: 60,
+            WRITER_WAKE: 60,
+            "reader blocked": 60,
+            "blocked reader woken": 50,
+        }
+        if SLEEPS
+        else {}
+    ),
 }
 
 

@@ -129,8 +129,12 @@ class Scheduler:
 
     # -- rule side (the test's thread) ------------------------------------------------
 
-    def grant(self, actor: str, action: str, data: object = None) -> str | None:
-        """Let ``actor`` run ``action``; wait until it parks at its next step.
+    def grant(
+        self, actor: str, action: str, data: object = None, wait: bool = True
+    ) -> str | None:
+        """Let ``actor`` run ``action``; wait until it parks at its next step (with
+        ``wait=False`` do not: the step blocks until another actor's step, e.g. a
+        futex wait; :meth:`wait_parked` then waits for it).
 
         Returns None, or what went wrong (the actor hung or died)."""
         a = self.actors[actor]
@@ -139,6 +143,8 @@ class Scheduler:
                 return f"{actor} is at {a.pending}, not at {action}"
             a.pending, a.grant = (), (action, data)
             self._cond.notify_all()
+            if not wait:
+                return None
             if not self._cond.wait_for(lambda: bool(a.pending) or a.done, self.handoff_timeout):
                 return f"{actor} did not reach its next step within {self.handoff_timeout} s"
             if a.done:
@@ -146,11 +152,12 @@ class Scheduler:
         return None
 
     def wait_parked(self, actor: str) -> str | None:
-        """Wait until ``actor`` parks at its first step; None, or what went wrong."""
+        """Wait until ``actor`` parks at its first (or next) step; None, or what went
+        wrong."""
         a = self.actors[actor]
         with self._cond:
             if not self._cond.wait_for(lambda: bool(a.pending) or a.done, self.handoff_timeout):
-                return f"{actor} did not reach its first step within {self.handoff_timeout} s"
+                return f"{actor} did not reach its next step within {self.handoff_timeout} s"
         return a.error
 
     def stop(self) -> None:
