@@ -1,25 +1,25 @@
 """queue: one MessageQueue writer, 1..3 local reader processes and a remote reader.
 
 Object ``k`` -- a small dict, bytes, a bytearray, a numpy array or a mix, of a
-size drawn so that a good share overflows the (small) chunks -- is derived
-from ``(seed, k)`` alone, so each reader regenerates it and compares it (by
-its pickle) with what it received: content, order and count are checked
-exactly. The remote reader receives over loopback TCP, with the credit window
-in play. Both sides pause at random for a few hundred microseconds. The writer
-ends with ``close()``, whose shutdown makes each reader's next dequeue raise
-``ClosedError``; a reader then reports how many objects it got, which must
-equal the number sent. Every wait is bounded (``--stall-timeout``); the parent
-kills readers that outlive ``--time-limit`` and fails
-(:class:`~verifiedring.testing.launcher.Supervisor`). The parent owns the
-segment and always unlinks it.
+size drawn so that a good share overflows the (small) chunks -- is derived from
+``(seed, k)`` alone, so each reader regenerates it and compares it
+(:func:`same`: types, array dtypes and shapes, every byte) with what it
+received: content, order and count are checked exactly. The remote reader
+receives over loopback TCP, with the credit window in play. Both sides pause at
+random for a few hundred microseconds. The writer ends with ``close()``, whose
+shutdown makes each reader's next dequeue raise ``ClosedError``; a reader then
+reports how many objects it got, which must equal the number sent. Every wait is
+bounded (``--stall-timeout``); the parent kills readers that outlive
+``--time-limit`` and fails (:class:`~verifiedring.testing.launcher.Supervisor`).
+The parent owns the segment and always unlinks it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import pickle
 import random
 import sys
 import time
@@ -63,27 +63,54 @@ class Config:
     stall_timeout: float
 
 
+POOL_BYTES = 1 << 20  # the objects' bytes are slices of one seeded pool this large
+
+
+@functools.lru_cache(maxsize=4)
+def _pool(seed: int) -> bytes:
+    return random.Random(f"queue pool {seed}").randbytes(POOL_BYTES)
+
+
 def make_object(seed: int, k: int) -> Any:
-    """Object ``k`` of the run: its kind, size and bytes depend on ``(seed, k)`` only."""
+    """Object ``k`` of the run: its kind, size and bytes depend on ``(seed, k)`` only (the
+    bytes are slices of a seeded pool at offsets drawn from ``(seed, k)``: cheap to make
+    again on every reader, so that every byte is checked)."""
     import numpy as np
 
     r = random.Random(seed * 1_000_003 + k)
+    pool = _pool(seed)
+
+    def blob(n: int) -> bytes:
+        offset = r.randrange(POOL_BYTES - n + 1)
+        return pool[offset : offset + n]
+
     x = r.random()
     if x < 0.45:
-        return {"k": k, "tag": r.randbytes(r.randint(0, 300))}
+        return {"k": k, "tag": blob(r.randint(0, 300))}
     if x < 0.65:
-        return r.randbytes(r.randint(1, 60_000))  # around the 40 KiB chunk
+        return blob(r.randint(1, 60_000))  # around the 40 KiB chunk
     if x < 0.75:
-        return bytearray(r.randbytes(r.randint(40_000, 300_000)))  # overflow, out of band
+        return bytearray(blob(r.randint(40_000, 300_000)))  # overflow, out of band
     if x < 0.9:
         n = r.randint(1, 50_000)
         dtype = r.choice([np.uint8, np.float32, np.int64])
-        return np.frombuffer(r.randbytes(n * np.dtype(dtype).itemsize), dtype=dtype).copy()
-    return (k, [r.randbytes(r.randint(0, 100_000))], {"f": r.random()})
+        return np.frombuffer(blob(n * np.dtype(dtype).itemsize), dtype=dtype).copy()
+    return (k, [blob(r.randint(0, 100_000))], {"f": r.random()})
 
 
-def encoded(obj: Any) -> bytes:
-    return pickle.dumps(obj, protocol=5)
+def same(got: Any, want: Any) -> bool:
+    """``got`` is ``want``'s exact copy: the same types all the way down, equal contents
+    (an array: its dtype, shape and every byte)."""
+    if type(got) is not type(want):
+        return False
+    if isinstance(want, (list, tuple)):
+        return len(got) == len(want) and all(map(same, got, want))
+    if isinstance(want, dict):
+        return list(got) == list(want) and all(same(got[k], want[k]) for k in want)
+    if hasattr(want, "dtype"):  # numpy
+        return bool(got.dtype == want.dtype and got.shape == want.shape
+                    and got.tobytes() == want.tobytes())
+    return bool(got == want)
 
 
 class Pauser:
@@ -112,7 +139,7 @@ def reader_main(cfg: Config, handle: Any, rank: int) -> tuple[int, list[str]]:
                     obj = q.dequeue(cfg.stall_timeout)
                 except ClosedError:
                     break
-                if encoded(obj) != encoded(make_object(cfg.seed, received)) and len(errors) < 5:
+                if not same(obj, make_object(cfg.seed, received)) and len(errors) < 5:
                     errors.append(f"rank {rank}: object {received} differs")
                 received += 1
                 pause.maybe()
