@@ -1,0 +1,294 @@
+"""Idle readers sleep on their sleep word and the writer wakes them (spec/ReaderSleep.tla).
+
+The lost-wakeup tests place the writer's publish exactly in the two windows a
+lost wake-up needs, with observers that hold one side at a step until the other
+gets there: a wake-up that is lost leaves the reader blocked until its
+``max_block`` (``BOUND`` here), so a reader that takes more than a fraction of
+it to get the message has lost its wake-up.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing import get_context
+from typing import Any
+
+import pytest
+
+from verifiedring import RingTimeoutError, ShmRingBuffer
+from verifiedring import cursors as cursors_module
+from verifiedring.ring import ReaderCursor, WriterCursor
+from verifiedring.shm import SharedSegment
+from verifiedring.steps import (
+    READER_ANNOUNCE_SLEEP,
+    READER_BLOCK,
+    READER_END_SLEEP,
+    READER_POLL_READ_FLAG,
+    READER_POLL_WRITTEN,
+    READER_READ_PAYLOAD,
+    READER_RELEASE,
+    WRITER_PUBLISH,
+)
+from verifiedring.waiting import SLEEP_KIND, Deadline, StallLog, wait_for
+
+pytestmark = pytest.mark.skipif(SLEEP_KIND != "futex", reason="no futex here")
+
+BOUND = 5.0  # a reader's longest block in these tests: what a lost wake-up costs
+LATE = 1.0  # a reader later than this lost its wake-up (generous: 2 shared cores)
+HOLD = 10.0  # the longest an observer holds its side at a step
+STAMP = struct.Struct("<q")  # the writer's time.monotonic_ns()
+
+
+class Hooks:
+    """A StepObserver that runs ``hooks[action]()`` before the first step ``action``
+    and records every action."""
+
+    def __init__(self, hooks: dict[str, Callable[[], None]]) -> None:
+        self.hooks = dict(hooks)
+        self.actions: list[str] = []
+
+    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        self.actions.append(action)
+        hook = self.hooks.pop(action, None)
+        if hook is not None:
+            hook()
+
+    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        pass
+
+
+def _wait(event: threading.Event, what: str) -> None:
+    assert event.wait(HOLD), f"{what} did not happen within {HOLD} s"
+
+
+def _set_then_wait(done: threading.Event, then: threading.Event, what: str) -> Callable[[], None]:
+    def hook() -> None:
+        done.set()
+        _wait(then, what)
+
+    return hook
+
+
+class Pair:
+    """A writer and one reader (its own instance) on one ring."""
+
+    def __init__(self, reader_hooks: Hooks | None = None, writer_hooks: Hooks | None = None):
+        self.ring = ShmRingBuffer(1, 64, 2)
+        self.readers_ring = ShmRingBuffer.attach(self.ring.handle())
+        self.w: WriterCursor = self.ring.writer(observer=writer_hooks)
+        self.r: ReaderCursor = self.readers_ring.reader(0, observer=reader_hooks)
+        self.r.max_block = BOUND
+        self.got: list[tuple[bytes, float]] = []  # payload, seconds from stamp to read
+        self.error: BaseException | None = None
+
+    def write(self, payload: bytes) -> None:
+        with self.w.acquire_write(HOLD) as buf:
+            buf[STAMP.size : STAMP.size + len(payload)] = payload
+            STAMP.pack_into(buf, 0, time.monotonic_ns())
+
+    def read_in_thread(self, n: int) -> threading.Thread:
+        def run() -> None:
+            try:
+                for _ in range(n):
+                    with self.r.acquire_read(3 * BOUND) as buf:
+                        (stamp,) = STAMP.unpack_from(buf)
+                        late = (time.monotonic_ns() - stamp) / 1e9
+                        self.got.append((bytes(buf[STAMP.size : STAMP.size + 3]), late))
+            except BaseException as exc:
+                self.error = exc
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    def join(self, thread: threading.Thread) -> None:
+        thread.join(3 * BOUND + HOLD)
+        assert not thread.is_alive(), "the reader thread did not finish"
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        self.readers_ring.close()
+        self.ring.close()
+
+
+@pytest.fixture
+def pair_factory() -> Iterator[Callable[..., Pair]]:
+    made: list[Pair] = []
+
+    def make(**kw: Any) -> Pair:
+        made.append(Pair(**kw))
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.close()
+
+
+def test_publish_between_the_failed_poll_and_the_announcement(
+    pair_factory: Callable[..., Pair],
+) -> None:
+    """The writer publishes (and finds the word 0) after the reader's last failed poll,
+    before its ReaderAnnounceSleep: only the re-check after the announcement finds it."""
+    at_announce, written = threading.Event(), threading.Event()
+    hooks = Hooks({READER_ANNOUNCE_SLEEP: _set_then_wait(at_announce, written, "the write")})
+    p = pair_factory(reader_hooks=hooks)
+    p.r.spin_seconds = 0.0
+    t = p.read_in_thread(1)
+    _wait(at_announce, "the reader's announcement")
+    p.write(b"one")
+    written.set()
+    p.join(t)
+    assert [g for g, _ in p.got] == [b"one"]
+    assert p.got[0][1] < LATE, f"read {p.got[0][1]:.3f} s after the publish: wake-up lost"
+    # the re-check found it: no block
+    assert hooks.actions == [
+        READER_POLL_READ_FLAG, READER_POLL_WRITTEN,  # the failed poll of claim()
+        READER_ANNOUNCE_SLEEP, READER_POLL_READ_FLAG, READER_POLL_WRITTEN,  # the re-check
+        READER_END_SLEEP, READER_READ_PAYLOAD, READER_RELEASE,
+    ]
+
+
+def test_publish_between_the_recheck_and_the_block(pair_factory: Callable[..., Pair]) -> None:
+    """The reader announced and its re-check failed; the writer publishes, checks and
+    wakes before the reader's futex wait begins: the wait must not block."""
+    at_publish, at_block, written = threading.Event(), threading.Event(), threading.Event()
+    reader_hooks = Hooks({
+        READER_ANNOUNCE_SLEEP: lambda: _wait(at_publish, "the writer at WriterPublish"),
+        READER_BLOCK: _set_then_wait(at_block, written, "the write"),
+    })
+    writer_hooks = Hooks({
+        WRITER_PUBLISH: _set_then_wait(at_publish, at_block, "the reader at ReaderBlock"),
+    })
+    p = pair_factory(reader_hooks=reader_hooks, writer_hooks=writer_hooks)
+    p.r.spin_seconds = 0.0
+    t = p.read_in_thread(1)
+    p.write(b"two")
+    written.set()
+    p.join(t)
+    assert [g for g, _ in p.got] == [b"two"]
+    assert p.got[0][1] < LATE, f"read {p.got[0][1]:.3f} s after the publish: wake-up lost"
+    assert reader_hooks.actions[2:6] == [
+        READER_ANNOUNCE_SLEEP, READER_POLL_READ_FLAG, READER_POLL_WRITTEN, READER_BLOCK,
+    ]
+
+
+def _asleep(p: Pair) -> int:
+    seg = SharedSegment.attach(p.ring.name, p.ring.layout.total_bytes)
+    try:
+        (word,) = struct.unpack_from("=I", seg.buf, p.ring.layout.sleep_offset(0))
+        return int(word)
+    finally:
+        seg.close()
+
+
+def test_a_blocked_reader_is_woken_by_each_publish(pair_factory: Callable[..., Pair]) -> None:
+    """Idle long enough to block (its word is 1), the reader gets each message at once."""
+    p = pair_factory()
+    assert p.r.sleeper is p.r
+    t = p.read_in_thread(3)
+    for n in range(3):
+        end = time.monotonic() + HOLD
+        while _asleep(p) != 1:
+            assert time.monotonic() < end, f"the reader never went to sleep before message {n}"
+            time.sleep(0.01)
+        time.sleep(0.05)  # well inside its block
+        p.write(b"m:%d" % n)
+    p.join(t)
+    assert [g for g, _ in p.got] == [b"m:0", b"m:1", b"m:2"]
+    late = [round(s, 3) for _, s in p.got]
+    assert all(s < LATE for s in late), f"seconds from publish to read: {late}"
+    assert _asleep(p) == 0
+
+
+def test_the_writer_pays_no_syscall_while_no_reader_sleeps(
+    pair_factory: Callable[..., Pair], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wakes: list[int] = []
+    monkeypatch.setattr(cursors_module, "futex_wake", wakes.append)
+    p = pair_factory()
+    for n in range(5):
+        p.write(b"x%d" % n)
+        with p.r.acquire_read(0) as buf:
+            assert bytes(buf[STAMP.size : STAMP.size + 2]) == b"x%d" % n
+    assert wakes == []
+
+
+def test_a_sleeping_wait_still_times_out_and_clears_its_word(
+    pair_factory: Callable[..., Pair],
+) -> None:
+    p = pair_factory()
+    t0 = time.monotonic()
+    with pytest.raises(RingTimeoutError, match=r"reader 0 .* timed out after 0\.[3-9]"):
+        p.r.acquire_read(0.3)
+    assert 0.3 <= time.monotonic() - t0 < 0.3 + LATE
+    assert _asleep(p) == 0
+
+
+def test_the_watch_runs_while_the_reader_sleeps(pair_factory: Callable[..., Pair]) -> None:
+    """Every block is bounded by the next watch (WATCH_INTERVAL, 0.1 s), not by max_block
+    (5 s here, which would allow one call)."""
+    p = pair_factory()
+    calls: list[float] = []
+    with pytest.raises(RingTimeoutError):
+        wait_for(
+            p.r.poll, Deadline.after(0.55), lambda: StallLog(lambda: "", 1e9),
+            lambda s: RingTimeoutError(f"{s}"), lambda: calls.append(time.monotonic()),
+            p.r.sleeper,
+        )
+    assert 3 <= len(calls) <= 7, calls  # 5 on an idle machine
+
+
+def test_wake_on_publish_false_sleeps_doubling() -> None:
+    with ShmRingBuffer(1, 64, 2) as ring, ShmRingBuffer.attach(ring.handle()) as readers:
+        w = ring.writer()
+        r = readers.reader(0, wake_on_publish=False)
+        assert r.sleeper is None
+
+        def write() -> None:
+            with w.acquire_write(HOLD) as buf:
+                buf[:4] = b"late"
+
+        timer = threading.Timer(0.1, write)
+        timer.start()
+        with r.acquire_read(HOLD) as buf:
+            assert bytes(buf[:4]) == b"late"
+        timer.join(HOLD)
+        assert ring._sleep_words[0] == 0  # never announced
+
+
+def _idle_reader(handle: Any, out: Any) -> None:
+    with ShmRingBuffer.attach(handle) as ring:
+        r = ring.reader(0)
+        r.max_block = BOUND
+        for _ in range(3):
+            with r.acquire_read(3 * BOUND) as buf:
+                (stamp,) = STAMP.unpack_from(buf)
+                out.put(time.monotonic_ns() - stamp)
+
+
+def test_a_reader_process_is_woken_across_processes() -> None:
+    """The futex is the shared (non-private) kind: a reader in another process wakes."""
+    ctx = get_context("spawn")
+    out = ctx.Queue()
+    with ShmRingBuffer(1, 64, 2) as ring:
+        w = ring.writer()
+        proc = ctx.Process(target=_idle_reader, args=(ring.handle(), out))
+        proc.start()
+        try:
+            late = []
+            for _ in range(3):
+                time.sleep(0.3)  # idle: the reader blocks in its futex
+                with w.acquire_write(HOLD) as buf:
+                    STAMP.pack_into(buf, 0, time.monotonic_ns())
+                late.append(out.get(timeout=3 * BOUND) / 1e9)
+            assert all(s < LATE for s in late), f"seconds from publish to read: {late}"
+        finally:
+            proc.join(HOLD)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(HOLD)
+        assert proc.exitcode == 0
