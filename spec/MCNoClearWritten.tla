@@ -1,12 +1,14 @@
 -------------------------- MODULE MCNoClearWritten --------------------------
 (* The redundancy check (sequentially consistent memory): the protocol     *)
 (* WITHOUT WriterClearWritten's store (NCWWriterClearWritten stores        *)
-(* nothing).  Expected: integrity and liveness still hold -- on the first  *)
-(* lap written = 0 from Init keeps readers out; on later laps each         *)
-(* reader's own read flag (= 1 until WriterClearReadFlag, which comes      *)
-(* after the payload) keeps it out while the payload is stored.  What is   *)
-(* lost is PublishedBeforeReadInv (MCNoClearWritten_Strict_R1C1): a reader *)
-(* whose flag was just cleared sees the previous lap's written = 1.        *)
+(* nothing).  Found: it is not redundant.  A write interrupted inside      *)
+(* __exit__ after clearing a reader's flag (WriterAbort in the "flags"     *)
+(* state: an asynchronous exception at the loop's back edge or a fence     *)
+(* call) leaves the previous lap's written = 1 beside a partial payload,   *)
+(* and that reader consumes it: NoTornReadInv (MCNoClearWritten_R2C2,      *)
+(* _R3C1, _R1C3).  Also lost is PublishedBeforeReadInv                     *)
+(* (MCNoClearWritten_Strict_R1C1): a reader whose flag was just cleared    *)
+(* sees the previous lap's written = 1.                                    *)
 EXTENDS MC
 
 NCWWriterClearWritten ==      \* no store

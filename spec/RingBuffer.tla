@@ -139,16 +139,22 @@ WriterFillPayload ==
     /\ UNCHANGED <<written, readFlag, windex, wflag, sent, aborts, rvars>>
 
 \* cursors.py: WriterCursor.__exit__ with an exception (WriterAbort).  The
-\* caller raised part-way through its stores: the chunk holds a partial
-\* payload, stays unpublished, no flag is touched, windex does not advance,
-\* the message is not sent; the next message reuses this chunk.
+\* caller raised part-way through its stores ("fill"), or an asynchronous
+\* exception (KeyboardInterrupt) landed inside __exit__ before the publish
+\* store: where CPython delivers one, at the return of the FW3 or FW4 fence
+\* call or at the loop's back edge between two read-flag clears ("flags",
+\* "publish"). Either way the chunk holds a partial payload, stays
+\* unpublished (written = 0), the read flags already cleared stay cleared,
+\* windex does not advance, the message is not sent; the next message reuses
+\* this chunk.
 WriterAbort ==
-    /\ wpc = "fill"
+    /\ wpc \in {"fill", "flags", "publish"}
     /\ aborts < MaxAborts
     /\ payload' = [payload EXCEPT ![windex] = Torn]
     /\ aborts' = aborts + 1
     /\ wpc' = "poll"
-    /\ UNCHANGED <<written, readFlag, windex, wflag, sent, rvars>>
+    /\ wflag' = 0
+    /\ UNCHANGED <<written, readFlag, windex, sent, rvars>>
 
 \* cursors.py: WriterCursor.__exit__ (WriterClearReadFlag): store read flag
 \* wflag = 0, one single-byte store per reader, in order 0..NReaders-1;
