@@ -33,6 +33,11 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON summary line on stdout at the end"
     )
+    parser.add_argument(
+        "--progress", type=float, default=None, metavar="S",
+        help="print checked messages per second, overall and per reader, every S seconds "
+        "(default: every 5 s with --duration, else never; 0: never)",
+    )
 
 
 def discover_commands(package: str, path: list[str]) -> dict[str, ModuleType]:

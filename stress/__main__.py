@@ -6,7 +6,7 @@ import argparse
 import sys
 from types import ModuleType
 
-from . import add_common_arguments, discover_kinds
+from . import _progress, add_common_arguments, discover_kinds
 
 
 def build_parser(kinds: dict[str, ModuleType]) -> argparse.ArgumentParser:
@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, module in kinds.items():
         print(f"== stress {name} {' '.join(argv)}", flush=True)
         status |= int(module.main(parser.parse_args([name, *argv])))
+    print(f"== stress summary\n{_progress.table()}", flush=True)
     return status
 
 

@@ -17,6 +17,8 @@ import sys
 import time
 from typing import Any
 
+from ._progress import Progress, Tally, interval, record
+
 DEFAULT_STEPS = 300
 OPS = ("object", "tensor_dict", "special", "nested_walk", "nested_plan")
 
@@ -51,6 +53,7 @@ def rank_body(rank: int, world: int, cfg: dict[str, Any]) -> dict[str, int]:
         timeout=60,
     )
     rng = random.Random(cfg["seed"])
+    tally = Tally(cfg["progress"], world, rank, every=1)  # a step takes milliseconds
     cache = PlanCache()
     mine = blank_like(nested_metadata(0, device))
     counts = dict.fromkeys(OPS, 0)
@@ -89,6 +92,8 @@ def rank_body(rank: int, world: int, cfg: dict[str, Any]) -> dict[str, int]:
                 mine = b.broadcast_nested(mine, b.queue_src, use)
                 assert_mirrors(expected, mine)
         counts[op] += 1
+        tally.note(step)
+    tally.close(step)
     b.close()
     return counts
 
@@ -106,11 +111,16 @@ def run(args: argparse.Namespace, kind: str, backend: str, device: str) -> int:
     start = time.monotonic()
     errors: list[str] = []
     counts: list[dict[str, int]] = []
-    try:
-        counts = run_group(rank_body, world, args=(cfg,), backend=backend, timeout=limit)
-    except Exception as e:
-        errors.append(f"{type(e).__name__}: {e}")
+    with Progress(kind, [f"rank {r}" for r in range(world)], interval(args)) as shown:
+        cfg["progress"] = shown.path
+        try:
+            counts = run_group(rank_body, world, args=(cfg,), backend=backend, timeout=limit)
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}")
     ok = not errors and all(c == counts[0] for c in counts)
+    # each step's payload is checked by every rank but its source: world - 1 readers
+    steps = sum(counts[0].values()) if counts else 0
+    record(kind, ok, [steps] * (world - 1), time.monotonic() - start)
     summary = {"kind": kind, "ok": ok, "world_size": world, "writer_rank": cfg["writer"],
                "steps": counts[0] if counts else {}, "seconds": round(time.monotonic() - start, 3),
                "seed": args.seed, "errors": errors}

@@ -30,6 +30,8 @@ from typing import Any
 
 from verifiedring.testing.launcher import Supervisor, Task, problems
 
+from ._progress import Progress, Tally, interval, record
+
 DEFAULT_OBJECTS = 10_000
 REMOTE_RANK_BASE = 100
 
@@ -124,12 +126,15 @@ class Pauser:
             time.sleep(self._r.uniform(0, self._max))
 
 
-def reader_main(cfg: Config, handle: Any, rank: int) -> tuple[int, list[str]]:
-    """Receive until the writer's shutdown; how many objects came, and what was wrong."""
+def reader_main(cfg: Config, handle: Any, rank: int,
+                progress: tuple[str, int, int] | None = None) -> tuple[int, list[str]]:
+    """Receive until the writer's shutdown; how many objects came, and what was wrong.
+    ``progress``: the counters' path, size and this reader's slot (:mod:`stress._progress`)."""
     from verifiedring import ClosedError, MessageQueue
 
     received = 0
     errors: list[str] = []
+    tally = Tally(*(progress or (None, 0, 0)))
     try:
         with MessageQueue.create_from_handle(handle, rank) as q:
             q.wait_until_ready(cfg.stall_timeout)
@@ -142,9 +147,12 @@ def reader_main(cfg: Config, handle: Any, rank: int) -> tuple[int, list[str]]:
                 if not same(obj, make_object(cfg.seed, received)) and len(errors) < 5:
                     errors.append(f"rank {rank}: object {received} differs")
                 received += 1
+                tally.note(received)
                 pause.maybe()
     except Exception:
         errors.append(f"rank {rank} after {received} objects: {traceback.format_exc()}")
+    finally:
+        tally.close(received)
     return received, errors
 
 
@@ -165,7 +173,10 @@ def run(cfg: Config, args: argparse.Namespace) -> dict[str, Any]:
     ) as w, ExitStack() as stack:
         handle = w.export_handle()
         summary["segment"] = handle.buffer_handle.name if handle.buffer_handle else None
-        readers = Supervisor([Task(reader_main, (cfg, handle, r), f"rank {r}") for r in ranks])
+        shown = stack.enter_context(Progress("queue", [f"rank {r}" for r in ranks],
+                                             interval(args)))
+        readers = Supervisor([Task(reader_main, (cfg, handle, r, (shown.path, len(ranks), i)),
+                                   f"rank {r}") for i, r in enumerate(ranks)])
         stack.enter_context(readers)  # leaves after the writer's close(): kills any left
         try:
             w.wait_until_ready(cfg.stall_timeout * 3)
@@ -210,6 +221,7 @@ def main(args: argparse.Namespace) -> int:
     )
     summary = run(cfg, args)
     summary["config"] = asdict(cfg)
+    record("queue", summary["ok"], list(summary["received"].values()), summary["seconds"])
     if args.json:
         print(json.dumps(summary), flush=True)
     else:

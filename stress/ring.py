@@ -36,6 +36,8 @@ from verifiedring import RingHandle, ShmRingBuffer
 from verifiedring.shm import SHM_DIR
 from verifiedring.testing.launcher import Supervisor, Task, problems
 
+from ._progress import Progress, Tally, interval, record
+
 FRAME = struct.Struct("<QI")  # sequence number, payload length
 END = 2**64 - 1
 DEFAULT_MESSAGES = 5000
@@ -182,11 +184,14 @@ def _check(seed: int, seq: int, expected: int, data: bytes, max_payload: int) ->
     )
 
 
-def _reader_main(handle: RingHandle, k: int, cfg: Config, log: Any = None) -> int:
-    """Receive and check every message up to END; the number received."""
+def _reader_main(handle: RingHandle, k: int, cfg: Config, log: Any = None,
+                 progress: tuple[str, int] | None = None) -> int:
+    """Receive and check every message up to END; the number received. ``progress``:
+    the counters' path and size (:mod:`stress._progress`); this reader is slot ``k``."""
     rng = random.Random(f"reader {k} {cfg.seed}")
     ring = ShmRingBuffer.attach(handle)
     rec = _recorder(handle, log)
+    tally = Tally(*(progress or (None, 0)), k)
     count = 0
     try:
         r = ring.reader(k, observer=rec)
@@ -206,9 +211,11 @@ def _reader_main(handle: RingHandle, k: int, cfg: Config, log: Any = None) -> in
             if problem is not None:
                 raise AssertionError(problem)
             count += 1
+            tally.note(count)
     except Exception as e:
         raise RuntimeError(f"reader {k} after {count} messages: {e}") from e
     finally:
+        tally.close(count)
         if rec is not None:
             rec.close()
         ring.close()
@@ -254,14 +261,17 @@ def run(args: argparse.Namespace) -> Summary:
 
             log = TraceLog.create(tmp, args.trace_events)
         ring = ShmRingBuffer(args.readers, args.max_chunk_bytes, args.max_chunks)
+        names = [f"reader{k}" for k in range(args.readers)]
         try:
             handle = ring.handle()
-            tasks = [Task(_writer_main, (handle, cfg, log), name="writer")] + [
-                Task(_reader_main, (handle, k, cfg, log), name=f"reader{k}")
-                for k in range(args.readers)
-            ]
-            with Supervisor(tasks) as procs:  # after a failure the rest wait on it: stop soon
-                outcomes = procs.wait(time_limit, failure_grace=FAILURE_GRACE)
+            with Progress("ring", names, interval(args)) as shown:
+                counters = (shown.path, len(names))
+                tasks = [Task(_writer_main, (handle, cfg, log), name="writer")] + [
+                    Task(_reader_main, (handle, k, cfg, log, counters), name=names[k])
+                    for k in range(args.readers)
+                ]
+                with Supervisor(tasks) as procs:  # after a failure the rest wait: stop soon
+                    outcomes = procs.wait(time_limit, failure_grace=FAILURE_GRACE)
         finally:
             ring.close()
         events = [] if log is None else log.events()
@@ -328,6 +338,7 @@ def _validate(
 
 def main(args: argparse.Namespace) -> int:
     summary = run(args)
+    record("ring", summary.ok, summary.received, summary.seconds)
     if args.json:
         print(json.dumps(asdict(summary)), flush=True)
     else:
