@@ -10,11 +10,17 @@ The protocol's orderings, one ``fence()`` call each in :mod:`verifiedring.cursor
     FR0  reader: ReaderPollReadFlag's load      -> ReaderPollWritten's load
     FR1  reader: ReaderPollWritten's load       -> payload loads
     FR2  reader: payload loads                  -> ReaderRelease's store
+    FS1  reader: ReaderAnnounceSleep's store    -> the re-check's loads
+    FS2  writer: WriterPublish's store          -> WriterCheckSleep's loads
+
+FS1 and FS2 (the idle reader's sleep, ``spec/ReaderSleep.tla``) are the one
+store -> load pair: x86 keeps every other ordering above without a barrier, but
+not these (the store-buffering litmus), so there the fence is a real ``mfence``.
 
 CPython offers no atomics, and its interpreter may run on a weakly ordered
 CPU (ARM, POWER) where plain stores become visible out of order and loads
 may be satisfied early. x86-TSO keeps every ordering above except a store
-followed by a load (none of these), but ARM keeps none of them. So each is
+followed by a load (FS1, FS2), but ARM keeps none of them. So each is
 enforced by :func:`fence`:
 
 * preferred: ``verifiedring._fence.fence``, a C function that executes
@@ -65,7 +71,7 @@ except ImportError:  # built without a C compiler
     def fence() -> None:
         """Full fence: no load or store of this thread crosses this call.
 
-        Call sites name which of FW1..FW4 / FR0..FR2 they enforce.
+        Call sites name which of FW1..FW4 / FR0..FR2 / FS1..FS2 they enforce.
         """
         _acquire()
         _release()
