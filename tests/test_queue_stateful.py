@@ -79,7 +79,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.remote = MessageQueue.create_from_handle(handle, 1)
         for q in (self.writer, self.local, self.remote):
             q.wait_until_ready(PATIENT)
-        self.held = HeldSocket(self.writer._local.socket, holding=False)
+        self.held = _MarkerFirst(self.writer, holding=False)
         self.writer._local.socket = self.held  # type: ignore[assignment]
         self.holding = False
         self.sent: list[bytes] = []
@@ -214,6 +214,27 @@ class QueueMachine(RuleBasedStateMachine):
     def local_got_check(self, obj: Any) -> None:
         assert encoded(obj) == self.sent[len(self.local_got)]
         self.local_got.append(encoded(obj))
+
+
+class _MarkerFirst(HeldSocket):
+    """The writer's local socket, checking WriterSendLocalFrame's guard at every send:
+    the frame's marker is already published in the ring (written = 1, its seq)."""
+
+    def __init__(self, writer: MessageQueue, holding: bool) -> None:
+        super().__init__(writer._local.socket, holding)  # type: ignore[attr-defined]
+        self.writer = writer
+
+    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
+        from verifiedring.layout import WRITTEN_POSITION
+
+        seq = _seq_of(parts)
+        ring = self.writer._ring  # type: ignore[attr-defined]
+        written = ring._flag_views[seq % MAX_CHUNKS][WRITTEN_POSITION]
+        assert written == 1 and _marker_is_framed(self.writer, seq), (
+            f"overflow frame seq {seq} sent before its marker was published"
+        )
+        event("overflow frame sent after its published marker")
+        super().send_multipart(parts, copy)
 
 
 def _seq_of(parts: list[Any]) -> int:
