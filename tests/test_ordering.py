@@ -15,14 +15,14 @@ import pytest
 from verifiedring import ordering
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "verifiedring"
-LABELS = {"FW1", "FW2", "FW3", "FW4", "FR0", "FR1", "FR2"}
+LABELS = {"FW1", "FW2", "FW3", "FW4", "FR0", "FR1", "FR2", "FS1", "FS2"}
 
 
 def test_each_ordering_labels_exactly_one_live_fence_call() -> None:
     live = Counter(
         m.group(1)
         for line in (SRC / "cursors.py").read_text().splitlines()
-        if (m := re.match(r"\s*fence\(\)\s*#\s*(F[WR]\d):", line))
+        if (m := re.match(r"\s*fence\(\)\s*#\s*(F[WRS]\d):", line))
     )
     assert set(live) == LABELS, f"labels: {sorted(live)}"
     assert all(n == 1 for n in live.values()), live
@@ -30,7 +30,7 @@ def test_each_ordering_labels_exactly_one_live_fence_call() -> None:
     calls = sum(1 for f in library for line in f.read_text().splitlines()
                 if re.match(r"\s*fence\(\)", line))
     assert calls == len(LABELS), "a fence() call of the library without its ordering label"
-    listed = set(re.findall(r"^\s+(F[WR]\d)\s", ordering.__doc__ or "", re.MULTILINE))
+    listed = set(re.findall(r"^\s+(F[WRS]\d)\s", ordering.__doc__ or "", re.MULTILINE))
     assert listed == LABELS, f"ordering.py lists {sorted(listed)}"
 
 
@@ -41,7 +41,8 @@ def test_ci_runs_the_c_fence() -> None:
 
 def test_lock_fallback_takes_the_lock_at_every_fence_of_a_round_trip() -> None:
     """With the C extension hidden (on x86), every fence() is a lock acquire and release
-    -- 4 per write and 3 per read -- and the ring still delivers exactly."""
+    -- 5 per write (FS2 after the publish) and 3 per read -- and the ring still
+    delivers exactly; the reader's waits sleep, doubling (no futex without it)."""
     code = textwrap.dedent(
         """
         import sys
@@ -66,7 +67,9 @@ def test_lock_fallback_takes_the_lock_at_every_fence_of_a_round_trip() -> None:
             for r in readers:
                 r.close()
         assert got == [list(range(5))] * 2, got
-        assert calls == ["a", "r"] * (5 * 4 + 10 * 3), len(calls)
+        assert calls == ["a", "r"] * (5 * 5 + 10 * 3), len(calls)
+        from verifiedring import waiting
+        assert waiting.SLEEP_KIND == "doubling-sleep" and cursors[0].sleeper is None
         print("ok")
         """
     )

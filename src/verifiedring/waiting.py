@@ -28,7 +28,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from .errors import MisuseError
 
@@ -38,6 +38,19 @@ try:  # Linux, with the C extension: a futex on a word of the shared segment
     SLEEP_KIND = "futex"
 except ImportError:  # elsewhere: readers sleep, doubling, as writers do
     SLEEP_KIND = "doubling-sleep"
+
+    # Never called: without them no reader has a sleeper, so no sleep word is ever 1.
+    def _no_futex() -> NoReturn:
+        raise MisuseError(f"no futex here (SLEEP_KIND {SLEEP_KIND!r})")
+
+    def buffer_address(buffer: memoryview) -> int:
+        _no_futex()
+
+    def futex_wait(address: int, expected: int, timeout: float) -> None:
+        _no_futex()
+
+    def futex_wake(address: int) -> int:
+        _no_futex()
 
 SPIN_SECONDS = 1e-3
 SPIN_BATCH = 16  # polls between clock reads while spinning
