@@ -13,9 +13,16 @@ from typing import Any
 import pytest
 from support.fakes import segment_exists
 
-from verifiedring import CancelledError, MessageQueue, ShmRingBuffer
+from verifiedring import (
+    CancelledError,
+    MessageQueue,
+    MisuseError,
+    RingTimeoutError,
+    ShmRingBuffer,
+)
 from verifiedring.compat import vllm as shim
 from verifiedring.distributed.group import create_from_process_group
+from verifiedring.queue.wire import HEADER_BYTES
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -239,3 +246,38 @@ def test_install_points_the_vllm_module_path_here(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, shim.VLLM_MODULE, stale)
     shim.install()
     assert stale.MessageQueue is MessageQueue  # type: ignore[attr-defined]
+
+
+def test_acquire_write_and_acquire_read_on_the_queue() -> None:
+    """vLLM's buffer API on the queue: the bytes written into the buffer reach every
+    reader, local and remote, in order with the objects around them, each once."""
+    w = MessageQueue(2, 1, [0], max_chunk_bytes=1024, max_chunks=4, connect_ip="127.0.0.1")
+    h = w.export_handle()
+    readers = [MessageQueue.create_from_handle(h, r) for r in (0, 1)]
+    try:
+        for q in (w, *readers):
+            q.wait_until_ready(10)
+        w.enqueue("before", timeout=10)
+        with w.acquire_write(timeout=10) as buf:
+            assert buf.nbytes == 1024 - HEADER_BYTES and not buf.readonly
+            buf[:5] = b"hello"
+        with pytest.raises(ValueError, match="caller"), w.acquire_write(timeout=10) as buf:
+            buf[:3] = b"bad"
+            raise ValueError("the caller gave up")  # nothing is sent
+        w.enqueue("after", timeout=10)
+        for r in readers:
+            assert r.dequeue(timeout=10) == "before"
+            with r.acquire_read(timeout=10, indefinite=True) as got:
+                assert got.readonly and bytes(got[:6]) == b"hello\0"
+                assert got.nbytes == 1024 - HEADER_BYTES
+            assert r.dequeue(timeout=10) == "after"
+            with pytest.raises(RingTimeoutError):
+                r.dequeue(timeout=0.05)
+        w.enqueue({"not": "bytes"}, timeout=10)
+        with pytest.raises(MisuseError, match="type dict"), readers[0].acquire_read(timeout=10):
+            pass
+        with pytest.raises(MisuseError, match="acquire_write"), readers[0].acquire_write():
+            pass
+    finally:
+        for q in (*readers, w):
+            q.close()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import zmq
@@ -95,6 +96,8 @@ class MessageQueue:
 
             return object.__new__(QueueWriter)
         return object.__new__(cls)
+
+    max_chunk_bytes: int
 
     if TYPE_CHECKING:  # what MessageQueue(...) accepts: the writer's parameters
 
@@ -206,7 +209,9 @@ class MessageQueue:
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         raise self._wrong_role("enqueue()")
 
-    def dequeue(self, timeout: float | None = None) -> Any:
+    def dequeue(
+        self, timeout: float | None = None, *, cancel: Any = None, indefinite: bool = False
+    ) -> Any:
         raise self._wrong_role("dequeue()")
 
     def export_handle(self) -> Handle:
@@ -214,6 +219,39 @@ class MessageQueue:
 
     def shutdown(self) -> None:
         raise self._wrong_role("shutdown()")
+
+    @contextlib.contextmanager
+    def acquire_write(self, timeout: float | None = None) -> Iterator[memoryview]:
+        """vLLM's buffer API, writer: ``with q.acquire_write(t) as buf:`` fills ``buf``
+        (``max_chunk_bytes`` minus the header, zeroed), then its bytes are enqueued as
+        one message (one copy), with the sequence check and the remote readers of any
+        other message. A body that raises sends nothing."""
+        if not self.is_writer:
+            raise self._wrong_role("acquire_write()")
+        if self._refusal is not None:
+            self._refuse()
+        from .wire import HEADER_BYTES
+
+        scratch = bytearray(self.max_chunk_bytes - HEADER_BYTES)
+        with memoryview(scratch) as buf:
+            yield buf
+        self.enqueue(bytes(scratch), timeout)
+
+    @contextlib.contextmanager
+    def acquire_read(
+        self, timeout: float | None = None, indefinite: bool = False
+    ) -> Iterator[memoryview]:
+        """vLLM's buffer API, reader: the next message's bytes, read-only. The message
+        must have been written with :meth:`acquire_write` (or be a ``bytes``); any
+        other object is consumed and raises :class:`MisuseError` naming its type."""
+        obj = self.dequeue(timeout, indefinite=indefinite)
+        if not isinstance(obj, (bytes, bytearray)):
+            raise MisuseError(
+                f"{self._who()}: acquire_read() got an object of type {type(obj).__qualname__}"
+                ", not the bytes of an acquire_write(); it was consumed (use dequeue())"
+            )
+        with memoryview(obj).toreadonly() as buf:
+            yield buf
 
     def broadcast_object(self, obj: Any = None) -> Any:
         """Writer: enqueue ``obj`` and return it. Reader: return the next object."""
