@@ -23,8 +23,8 @@ lint:
 	$(PYTHON) -m ruff check src tests stress bench spec
 	$(PYTHON) -m mypy
 
-bench:
-	$(PYTHON) -m bench
+bench:  ## the report: bench/results/bench.json + PNG plots, every figure a ratio (python -m bench: every bench)
+	$(PYTHON) -m bench report $(BENCH_ARGS)
 
 gpu-check:  ## just the GPU tests, for a machine that has CUDA (skips elsewhere)
 	$(PYTHON) -m pytest -m gpu -n 0 tests
