@@ -8,9 +8,9 @@
   CPU between polls for the first ``SPIN_SECONDS`` (hand-off latency stays in
   the microseconds while the peer runs), then, given a :class:`Sleeper` (a
   ring reader, where ``SLEEP_KIND == "futex"``), blocks in the sleeper until
-  the peer wakes it (an idle waiter costs nothing and wakes at once), else
-  sleeps, doubling from ``FIRST_SLEEP`` up to ``MAX_SLEEP`` (about 1,000
-  wake-ups a second).
+  the peer wakes it (at once) or ``MAX_BLOCK`` passes (an idle waiter wakes ten
+  times a second), else sleeps, doubling from ``FIRST_SLEEP`` up to
+  ``MAX_SLEEP`` (about 1,000 wake-ups a second).
 * :func:`wait_readable` waits on something with a blocking, bounded poll (a
   socket): it blocks at most until the deadline or the next stall log.
 
