@@ -57,11 +57,14 @@ def checked_reader(cfg: Config, handle: Any, rank: int) -> tuple[int, list[str],
     return got, errors, host_identity()
 
 
-def queue_writer(site: Site, n: int, seed: int, remote_ranks: list[int]) -> Obs:
-    """Host A: the writer, local readers 0 and 1; readers ``remote_ranks`` are elsewhere."""
+def queue_writer(site: Site, n: int, seed: int, remote_ranks: list[int],
+                 window: int | None) -> Obs:
+    """Host A: the writer, local readers 0 and 1; readers ``remote_ranks`` are elsewhere
+    (``window``: the remote credit window, None: the default)."""
     cfg = Config(seed, n, None, 0.0, 0.0, T)
+    kw = {} if window is None else {"remote_window": window}
     w = MessageQueue(2 + len(remote_ranks), 2, [0, 1], max_chunk_bytes=QUEUE_CHUNK,
-                     max_chunks=4, connect_ip=writer_connect_ip())
+                     max_chunks=4, connect_ip=writer_connect_ip(), **kw)
     handle = w.export_handle()
     site.put("handle", handle)
     obs: Obs = {"identity": host_identity(), "subscribe": handle.remote_subscribe_addr,
