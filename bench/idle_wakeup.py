@@ -55,7 +55,7 @@ def _cursors(rings: tuple[ShmRingBuffer, ...], method: str, side: str) -> tuple[
     """Side ``a`` writes ring 0 and reads ring 1; side ``b`` the other way round."""
     out_ring, in_ring = rings if side == "a" else rings[::-1]
     w = out_ring.writer()
-    r = in_ring.reader(0, wake_on_publish=method == "futex")
+    r = in_ring.reader(0, log_interval=3600.0, wake_on_publish=method == "futex")
     if method == "doubling":
         w.wake_sleepers = lambda chunk: None  # the old busy path: no check after publish
     return w, r
