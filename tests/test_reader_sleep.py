@@ -9,6 +9,8 @@ it to get the message has lost its wake-up.
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
 import threading
 import time
@@ -292,3 +294,21 @@ def test_a_reader_process_is_woken_across_processes() -> None:
                 proc.kill()
                 proc.join(HOLD)
         assert proc.exitcode == 0
+
+
+def test_a_signal_ends_the_block_at_once(pair_factory: Callable[..., Pair]) -> None:
+    """SIGINT while the reader blocks in the futex (main thread): KeyboardInterrupt now,
+    not after its block bound, and the word is cleared on the way out."""
+    p = pair_factory()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            p.r.acquire_read(3 * BOUND)
+    finally:
+        timer.join(HOLD)
+        signal.signal(signal.SIGINT, previous)
+    assert time.monotonic() - t0 < 0.3 + LATE
+    assert _asleep(p) == 0
