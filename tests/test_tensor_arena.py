@@ -34,7 +34,7 @@ from hypothesis.stateful import (
 )
 from support.fakes import segment_exists
 
-from verifiedring import MessageQueue, arena
+from verifiedring import DecodeError, MessageQueue, RingTimeoutError, arena
 from verifiedring.arena import ArenaReader, ArenaWriter
 from verifiedring.queue import wire
 from verifiedring.queue.serialization import Serializer
@@ -257,6 +257,51 @@ def test_close_releases_unviewed_slots_and_leaves_no_segment(group: Any) -> None
     assert torch.equal(kept, pattern(1, 2 * MIB))
     del kept
     assert [bytes(a.owes(s))[0] for s in range(2)] == [0, 0]
+
+
+class _FailsToLoad:
+    """Pickles fine; its unpickling raises (a decode failure on the reader)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_refuse, ())
+
+
+def _refuse() -> None:
+    raise RuntimeError("refused to unpickle")
+
+
+@pytest.mark.parametrize("stub_first", [True, False], ids=["view-made", "stub-never-reached"])
+def test_a_message_that_fails_to_decode_releases_its_slot(group: Any, stub_first: bool) -> None:
+    g = group(1, arena_slots=1)
+    t = pattern(1, 2 * MIB)
+    g.writer.enqueue((t, _FailsToLoad()) if stub_first else (_FailsToLoad(), t), timeout=T)
+    with pytest.raises(DecodeError, match="seq 0"):
+        g.readers[0].dequeue(T)
+    a = g.reader_arena(0)
+    gc.collect()  # a view made before the failure dies with the unpickler's stack
+    assert bytes(a.owes(0)) == (b"\x00" if stub_first else b"\x01")
+    with pytest.raises(RingTimeoutError):
+        g.readers[0].dequeue(0.01)  # the next dequeue's start sweeps a stub never reached
+    assert not a.viewed and bytes(a.owes(0)) == b"\x00"
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)
+    assert torch.equal(g.readers[0].dequeue(T), pattern(2, 2 * MIB))
+    assert (g.arena.copies, g.arena.fallbacks) == (2, 0)
+
+
+def test_an_enqueue_that_times_out_after_its_claim_is_reclaimed_by_the_retry(group: Any) -> None:
+    g = group(1, arena_slots=1)
+    g.writer.enqueue("fills chunk 0", timeout=T)
+    for i in range(3):
+        g.writer.enqueue(i, timeout=T)  # the ring (4 chunks) is full now
+    t = pattern(1, 2 * MIB)
+    with pytest.raises(RingTimeoutError):
+        g.writer.enqueue(t, timeout=0.05)  # claimed slot 0, then found no chunk
+    assert g.readers[0].dequeue(T) == "fills chunk 0"
+    g.writer.enqueue(t, timeout=T)  # the same sequence number: slot 0 is reclaimed
+    assert (g.arena.copies, g.arena.fallbacks) == (2, 0)
+    assert [g.readers[0].dequeue(T) for _ in range(3)] == [0, 1, 2]
+    got = g.readers[0].dequeue(T)
+    assert torch.equal(got, t) and list(g.reader_arena(0).viewed) == [0]
 
 
 def test_no_leftover_after_mq_is_none() -> None:
