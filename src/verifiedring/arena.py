@@ -23,9 +23,12 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   0. At the start of each dequeue, and at close, the reader also clears the
   byte of every slot it does not view whose message it has consumed (one
   that failed to decode) -- at close, of every slot it does not view.
-* The ring publishes the message after the stores above and the reader loads
-  the slot after taking it (the ring's fences order them). The writer
-  unlinks the segment's name once every reader has attached, as the ring's.
+* Memory order: the ring publishes the message after the writer's stores
+  above and the reader loads the slot after taking it (the ring's fences
+  order them); a fence precedes each release store (the view's loads before
+  it) and follows the writer's loads that found a slot free (before its
+  stores). The writer unlinks the segment's name once every reader has
+  attached, as the ring's.
 
 A reader that closes while it still views slots keeps the mapping until the
 last view is gone (the views pin it). Sizes: the pages are reserved at
@@ -37,10 +40,12 @@ from __future__ import annotations
 import struct
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import MisuseError
+from .ordering import fence
 from .shm import SharedSegment
 
 #: The smallest tensor placed in the arena (as vLLM); smaller ones go out of band.
@@ -48,7 +53,8 @@ ARENA_MIN_BYTES = 8 * 1024 * 1024
 DEFAULT_SLOTS = 4
 DEFAULT_SLOT_BYTES = 128 * 1024 * 1024
 _META = struct.Struct("<QQ")  # seq, gen; then one owes byte per reader
-_ALIGN = 4096
+_ALIGN = 4096  # the first slot's offset
+_SLOT_ALIGN = 64  # every slot's offset: any dtype's alignment
 
 
 @dataclass(frozen=True)
@@ -69,8 +75,12 @@ class ArenaHandle:
         return -(-self.n_slots * self.meta_bytes // _ALIGN) * _ALIGN
 
     @property
+    def slot_stride(self) -> int:
+        return -(-self.slot_bytes // _SLOT_ALIGN) * _SLOT_ALIGN
+
+    @property
     def total_bytes(self) -> int:
-        return self.data_offset + self.n_slots * self.slot_bytes
+        return self.data_offset + self.n_slots * self.slot_stride
 
 
 class _Arena:
@@ -91,7 +101,7 @@ class _Arena:
         return seq, gen
 
     def offset(self, slot: int) -> int:
-        return self.handle.data_offset + slot * self.handle.slot_bytes
+        return self.handle.data_offset + slot * self.handle.slot_stride
 
 
 class ArenaWriter(_Arena):
@@ -99,7 +109,7 @@ class ArenaWriter(_Arena):
     the message being pickled will have."""
 
     def __init__(
-        self, n_reader: int, next_seq: Any, n_slots: int = DEFAULT_SLOTS,
+        self, n_reader: int, next_seq: Callable[[], int], n_slots: int = DEFAULT_SLOTS,
         slot_bytes: int = DEFAULT_SLOT_BYTES,
     ) -> None:
         for what, value in (("n_slots", n_slots), ("slot_bytes", slot_bytes)):
@@ -151,6 +161,7 @@ class ArenaWriter(_Arena):
             # spec: ArenaFallback -- no free slot: the tensor goes out of band, no wait
             self.fallbacks += 1
             return None
+        fence()  # the owes loads that found the slot free before the stores below
         # spec: ArenaClaim -- seq, gen, then every reader's owes byte = 1
         self._gen += 1
         _META.pack_into(self.segment.buf, slot * self._meta, seq, self._gen)
@@ -202,6 +213,7 @@ class ArenaReader(_Arena):
                 if owes[self.index] and (
                     consumed_below is None or self.seq_gen(slot)[0] < consumed_below
                 ):
+                    fence()  # the seq load before the release store
                     # spec: ArenaDropRelease -- a consumed (or, at close, any) unviewed slot
                     owes[self.index] = 0
 
@@ -229,6 +241,7 @@ class ArenaReader(_Arena):
         if self._viewed.get(slot) != gen:
             return
         del self._viewed[slot]
+        fence()  # every load of the view's bytes before the release store
         with self.owes(slot) as owes:
             # spec: ArenaRelease -- the view's storage was freed
             owes[self.index] = 0
