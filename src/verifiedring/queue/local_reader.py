@@ -126,7 +126,8 @@ class LocalReader(QueueReader):
                 self._socket_check_at = 0.0  # drain the socket once, also at timeout=0
                 if not self._ring_or_shutdown():
                     wait_for(
-                        self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout
+                        self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout,
+                        sleeper=cursor.sleeper,
                     )
             if obs is not None:
                 obs.begin(self._actor)
