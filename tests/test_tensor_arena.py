@@ -542,3 +542,22 @@ def test_process_pid_tag_in_the_arena_name() -> None:
         assert w.handle.name.startswith(f"vr_{os.getpid()}_")  # reaped by `cleanup`
     finally:
         w.close()
+
+
+def test_cleanup_reaps_the_arena_of_a_dead_writer(shm_segments: Any) -> None:
+    # the writer and its resource tracker both gone (a killed process group): the tracker
+    # is told to forget the segment, then the writer exits without closing it
+    code = (
+        "import os; from multiprocessing import resource_tracker as rt\n"
+        "from verifiedring.arena import ArenaWriter\n"
+        "w = ArenaWriter(2, lambda: 0, 1, 4096); n = w.handle.name\n"
+        "rt.unregister('/' + n, 'shared_memory'); print(n, flush=True); os._exit(0)"
+    )
+    name = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+    shm_segments.track(name)
+    assert segment_exists(name)  # the creator died without closing it
+    out = subprocess.run([sys.executable, "-m", "verifiedring", "cleanup"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert f"removed /dev/shm/{name} " in out
+    assert not segment_exists(name)
