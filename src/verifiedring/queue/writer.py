@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -130,7 +132,7 @@ class QueueWriter(MessageQueue):
                 self._local = LocalEndpoint(self._ctx, hwm_for_window(max_chunks + 1))
                 if enable_shm_tensor_arena and not n_remote:
                     self._arena = ArenaWriter(
-                        n_local_reader, lambda: self._seq, arena_slots, arena_slot_bytes
+                        n_local_reader, _next_seq_of(self), arena_slots, arena_slot_bytes
                     )
                     self._serializer = Serializer(arena=self._arena)
             if n_remote:
@@ -364,3 +366,15 @@ class QueueWriter(MessageQueue):
             self._ring.close()
         if self._arena is not None:
             self._arena.close()
+
+
+def _next_seq_of(writer: QueueWriter) -> Callable[[], int]:
+    """The arena's view of ``writer``'s next sequence number, through a weak reference:
+    no cycle, so ``mq = None`` frees the writer at once."""
+    ref = weakref.ref(writer)
+
+    def next_seq() -> int:
+        w = ref()
+        return -1 if w is None else w._seq
+
+    return next_seq
