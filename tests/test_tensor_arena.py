@@ -142,6 +142,27 @@ def test_torch_is_never_imported_by_the_library() -> None:
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.parametrize("chunk", [4 * MIB, 64 * 1024], ids=["ring-chunk", "overflow-frame"])
+def test_tensors_through_the_queue_arrive_exact_and_writable(chunk: int) -> None:
+    objs = [{"i": i, "t": pattern(i, MIB // 4), "h": pattern(i, 1000, torch.bfloat16)}
+            for i in range(5)]
+    with MessageQueue(2, 2, max_chunk_bytes=chunk, max_chunks=2) as w:
+        readers = [MessageQueue.create_from_handle(w.export_handle(), r) for r in range(2)]
+        w.wait_until_ready(T)
+        for r in readers:
+            r.wait_until_ready(T)
+        for o in objs:
+            w.enqueue(o, timeout=T)
+            for r in readers:
+                got = r.dequeue(T)
+                assert got["i"] == o["i"]
+                assert torch.equal(got["t"], o["t"]) and torch.equal(got["h"], o["h"])
+                got["t"][0] = -1  # writable, and the reader's own memory
+                assert o["t"][0] != -1
+        for r in readers:
+            r.close()
+
+
 # --- the arena through the queue ----------------------------------------------------
 
 
