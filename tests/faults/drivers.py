@@ -197,11 +197,13 @@ def writer_proc(
 
         send_all = QueueWriter._send_all
 
-        def dying_send_all(self: Any, local: Any, remote: Any, what: str, rwhat: str) -> None:
+        def dying_send_all(
+            self: Any, local: Any, remote: Any, what: str, rwhat: str, *rest: Any
+        ) -> None:
             if local is not None and what.startswith("overflow frame"):
                 overflow_death.set()  # the marker is in the ring: its frame never follows
                 os.kill(os.getpid(), signal.SIGKILL)
-            send_all(self, local, remote, what, rwhat)
+            send_all(self, local, remote, what, rwhat, *rest)
 
         QueueWriter._send_all = dying_send_all  # type: ignore[method-assign]
     kw: dict[str, Any] = {"max_chunk_bytes": 1024, "max_chunks": 2}
