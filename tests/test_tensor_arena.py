@@ -34,7 +34,7 @@ from hypothesis.stateful import (
 )
 from support.fakes import segment_exists
 
-from verifiedring import DecodeError, MessageQueue, RingTimeoutError, arena
+from verifiedring import DecodeError, MessageQueue, MisuseError, RingTimeoutError, arena
 from verifiedring.arena import ArenaReader, ArenaWriter
 from verifiedring.queue import wire
 from verifiedring.queue.serialization import Serializer
@@ -129,6 +129,18 @@ def test_tensors_needing_grad_parameters_and_conjugates_pickle_as_torch_does() -
     assert got[0].requires_grad and torch.equal(got[0].detach(), g.detach())
     assert type(got[1]) is torch.nn.Parameter and torch.equal(got[1].detach(), p.detach())
     assert torch.equal(got[2].resolve_conj(), c.resolve_conj())
+
+
+def test_the_reused_pickler_is_clean_after_a_failed_object() -> None:
+    import threading
+
+    s = Serializer()
+    ok = {"a": [1, 2, 3], "t": torch.arange(5)}
+    first = s.dumps(ok)[0]
+    with pytest.raises(MisuseError, match=r"builtins\.dict .*TypeError"):
+        s.dumps({"a": list(range(1000)), "lock": threading.Lock()})
+    assert s.dumps(ok)[0] == first
+    assert pickle.loads(first)["a"] == [1, 2, 3]
 
 
 def test_torch_is_never_imported_by_the_library() -> None:
