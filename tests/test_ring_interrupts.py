@@ -72,9 +72,8 @@ def test_a_write_interrupted_inside_exit_stays_unpublished(
             with r.acquire_read(5) as got:
                 assert got[0] == lap
     interrupt.armed = True
-    with pytest.raises(_Interrupt):
-        with w.acquire_write(5) as buf:
-            buf[:1] = b"X"  # the previous lap's chunk 0 is being rewritten
+    with pytest.raises(_Interrupt), w.acquire_write(5) as buf:
+        buf[:1] = b"X"  # the previous lap's chunk 0 is being rewritten
     assert w.index == 0
     for r in readers:  # nothing published: the torn chunk is invisible to both
         with pytest.raises(RingTimeoutError):

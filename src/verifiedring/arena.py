@@ -161,7 +161,7 @@ class ArenaWriter(_Arena):
             # spec: ArenaFallback -- no free slot: the tensor goes out of band, no wait
             self.fallbacks += 1
             return None
-        fence()  # the owes loads that found the slot free before the stores below
+        fence()  # FA1: the owes loads that found the slot free before the stores below
         # spec: ArenaClaim -- seq, gen, then every reader's owes byte = 1
         self._gen += 1
         _META.pack_into(self.segment.buf, slot * self._meta, seq, self._gen)
@@ -213,7 +213,7 @@ class ArenaReader(_Arena):
                 if owes[self.index] and (
                     consumed_below is None or self.seq_gen(slot)[0] < consumed_below
                 ):
-                    fence()  # the seq load before the release store
+                    fence()  # FA2: the seq load before the release store
                     # spec: ArenaDropRelease -- a consumed (or, at close, any) unviewed slot
                     owes[self.index] = 0
 
@@ -241,7 +241,7 @@ class ArenaReader(_Arena):
         if self._viewed.get(slot) != gen:
             return
         del self._viewed[slot]
-        fence()  # every load of the view's bytes before the release store
+        fence()  # FA3: every load of the view's bytes before the release store
         with self.owes(slot) as owes:
             # spec: ArenaRelease -- the view's storage was freed
             owes[self.index] = 0
