@@ -89,13 +89,18 @@ class LocalReader(QueueReader):
                 f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
             )
         self._ring = ShmRingBuffer.attach(bh)
+        sock: zmq.Socket[Any] | None = None
         try:
             self._cursor: ReaderCursor = self._ring.reader(self.local_reader_ranks.index(rank))
-            self._sock = self._subscribe(handle.local_subscribe_addr, bh.max_chunks + 1, None)
+            self._sock = sock = self._subscribe(
+                handle.local_subscribe_addr, bh.max_chunks + 1, None
+            )
             self._arena = None if handle.arena is None else ArenaReader(
                 handle.arena, self.local_reader_ranks.index(rank)
             )
         except BaseException:
+            if sock is not None:
+                sock.close(linger=0)
             self._ring.close()
             raise
         self._closed = False
