@@ -192,10 +192,10 @@ class LocalReader(QueueReader):
             self._pending = None
             self._seq = seq + 1  # consumed before it is decoded
             try:
-                got = wire.load_frame(seq, [f.buffer for f in frames])
+                got = self._load_frame(seq, frames)
             except DecodeError as exc:
-                got = self._named(exc)
-                raise got from exc.cause
+                got = exc
+                raise
             return got
         finally:
             if obs is not None:

@@ -190,6 +190,13 @@ class QueueReader(MessageQueue):
             f"message seq {self._seq}: a message was lost or reordered"
         )
 
+    def _load_frame(self, seq: int, frames: list[zmq.Frame]) -> Any:
+        """The object of message ``seq``'s frame; a DecodeError names this reader."""
+        try:
+            return wire.load_frame(seq, [f.buffer for f in frames])
+        except DecodeError as exc:
+            raise self._named(exc) from exc.cause
+
     def _named(self, exc: DecodeError) -> DecodeError:
         exc.receiver = self._who()
         return exc

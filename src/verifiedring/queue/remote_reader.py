@@ -81,10 +81,10 @@ class RemoteReader(QueueReader):
                 self._ack_sock.send(ack_message(self.rank, count))
                 self._acks_sent = count
             try:
-                got = wire.load_frame(seq, [f.buffer for f in frames])
+                got = self._load_frame(seq, frames)
             except DecodeError as exc:
-                got = self._named(exc)
-                raise got from exc.cause
+                got = exc
+                raise
             return got
         finally:
             if obs is not None:
