@@ -347,6 +347,26 @@ def test_no_leftover_after_mq_is_none() -> None:
     assert not segment_exists(name)
 
 
+def test_a_handle_with_an_altered_arena_is_refused() -> None:
+    """The handle's tag covers the arena's name and geometry, as the ring's."""
+    import dataclasses
+
+    from verifiedring import BrokenPeerError
+
+    w = MessageQueue(1, 1, enable_shm_tensor_arena=True, arena_slots=1, arena_slot_bytes=MIB)
+    try:
+        h = w.export_handle()
+        assert h.arena is not None
+        for change in ({"n_slots": 2}, {"slot_bytes": 2 * MIB}, {"name": h.arena.name + "x"}):
+            bad = dataclasses.replace(h, arena=dataclasses.replace(h.arena, **change))
+            with pytest.raises(BrokenPeerError, match="handle altered"):
+                MessageQueue.create_from_handle(bad, 0)
+        r = MessageQueue.create_from_handle(h, 0)  # the unaltered one still attaches
+        r.close()
+    finally:
+        w.close()
+
+
 def test_a_stub_outside_its_readers_dequeue_is_a_decode_error(group: Any) -> None:
     g = group(1, arena_slots=1)
     s = Serializer(arena=g.arena)

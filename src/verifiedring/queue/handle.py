@@ -36,10 +36,13 @@ class Handle:
     arena: ArenaHandle | None = None
 
 
-def ring_tag(signer: Signer, ring: RingHandle) -> bytes:
-    """The tag of ``ring``'s name and geometry under the queue's key."""
-    body = f"{ring.name}/{ring.n_reader}/{ring.max_chunk_bytes}/{ring.max_chunks}".encode()
-    return signer.sign([body])[:16]
+def ring_tag(signer: Signer, ring: RingHandle, arena: ArenaHandle | None = None) -> bytes:
+    """The tag of ``ring``'s (and the tensor ``arena``'s) name and geometry under the
+    queue's key: a reader refuses a handle altered in either."""
+    body = f"{ring.name}/{ring.n_reader}/{ring.max_chunk_bytes}/{ring.max_chunks}"
+    if arena is not None:
+        body += f"/arena {arena.name}/{arena.n_reader}/{arena.n_slots}/{arena.slot_bytes}"
+    return signer.sign([body.encode()])[:16]
 
 
 def check_counts(

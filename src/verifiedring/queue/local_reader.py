@@ -71,11 +71,12 @@ class LocalReader(QueueReader):
         self._pending: int | None = None
         self._stash: deque[list[zmq.Frame]] = deque()
         self._socket_check_at = 0.0
-        if not hmac.compare_digest(ring_tag(self._signer, bh), handle.ring_tag):
+        if not hmac.compare_digest(ring_tag(self._signer, bh, handle.arena), handle.ring_tag):
             raise BrokenPeerError(
                 f"{self._who()}: the handle's ring (segment {bh.name!r}, n_reader="
                 f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
-                f"{bh.max_chunks}) is not the geometry the writer created: handle altered"
+                f"{bh.max_chunks}, arena {handle.arena}) is not the geometry the writer "
+                "created: handle altered"
             )
         expected = bh.layout.total_bytes
         try:

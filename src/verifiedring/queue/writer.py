@@ -177,6 +177,7 @@ class QueueWriter(MessageQueue):
         if self._closed:
             self._refuse()
         ring = None if self._ring is None else self._ring.handle()
+        arena = None if self._arena is None else self._arena.handle
         return Handle(
             n_reader=self.n_reader,
             local_reader_ranks=self.local_reader_ranks,
@@ -186,11 +187,11 @@ class QueueWriter(MessageQueue):
             remote_ack_addr=self._ack_addr,
             remote_window=self.remote_window,
             hmac_key=self._key,
-            ring_tag=b"" if ring is None else ring_tag(self._signer, ring),
+            ring_tag=b"" if ring is None else ring_tag(self._signer, ring, arena),
             curve=None if self._curve is None else self._curve.reader,
             writer_pid=os.getpid(),
             writer_host=socket.gethostname(),
-            arena=None if self._arena is None else self._arena.handle,
+            arena=arena,
         )
 
     # --- the handshake -------------------------------------------------------
