@@ -204,9 +204,15 @@ def bind_tcp(sock: zmq.Socket[Any], ip: str) -> str:
 
 
 def send_frames(sock: zmq.Socket[Any], parts: list[Any], what: str, who: str) -> None:
-    """Send on an XPUB; a send blocked past SEND_TIMEOUT_MS is a broken peer."""
+    """Send on an XPUB; a send blocked past SEND_TIMEOUT_MS is a broken peer.
+
+    Every part is copied into memory libzmq owns before this returns: a zero-copy
+    send would lend libzmq a Python object that pyzmq's collector thread frees at
+    interpreter exit while the (never terminated) context still sends it, and the
+    reader would get what the allocator wrote over it. Changing ``parts`` after the
+    call cannot change what is sent either."""
     try:
-        sock.send_multipart(parts, copy=False)
+        sock.send_multipart(parts, copy=True)
     except zmq.Again:
         raise BrokenPeerError(
             f"{who}: {what} could not be queued within {SEND_TIMEOUT_MS / 1000:.0f} s: a "

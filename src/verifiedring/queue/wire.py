@@ -137,12 +137,13 @@ def load_inline(chunk: memoryview, header: tuple[int, int, int, int]) -> Any:
 
 
 def frame_parts(seq: int, p: Pickled) -> list[Any]:
-    """The frame of ``p``: ``[header, stream, *buffers]``. Every buffer is copied, so
-    a caller that changes its object once ``enqueue`` returns (read-only views of
+    """The frame of ``p``: ``[header, stream, *buffers]``, the buffers as the views
+    ``p`` holds. Each socket copies them as it sends (:func:`.sockets.send_frames`),
+    so a caller that changes its object once ``enqueue`` returns (read-only views of
     memory it owns included) cannot change what a socket sends later."""
     stream, bufs, _ = p
     parts: list[Any] = [HEADER.pack(OVERFLOW, seq, len(stream), len(bufs)), stream]
-    parts.extend(bytes(b) for b in bufs)
+    parts.extend(bufs)
     return parts
 
 
