@@ -284,6 +284,10 @@ def test_a_reader_process_is_woken_across_processes() -> None:
             late = []
             for _ in range(3):
                 time.sleep(0.3)  # idle: the reader blocks in its futex
+                started = time.monotonic()  # (a spawned process may take long to start)
+                while not ring._sleep_words[0] and time.monotonic() - started < 3 * BOUND:
+                    time.sleep(0.01)
+                assert ring._sleep_words[0] == 1, "the reader never went to sleep"
                 with w.acquire_write(HOLD) as buf:
                     STAMP.pack_into(buf, 0, time.monotonic_ns())
                 late.append(out.get(timeout=3 * BOUND) / 1e9)

@@ -612,10 +612,10 @@ def test_cleanup_reaps_the_arena_of_a_dead_writer(shm_segments: Any) -> None:
 
     assert name.startswith(leftovers.SEGMENT_PREFIX)  # pid-tagged, its creator dead:
     assert not leftovers.alive(int(name.split("_")[1]))  # stale by the reaping rule
-    assert segment_exists(name)  # the creator died without closing it
     out = subprocess.run([sys.executable, "-m", "verifiedring", "cleanup"], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     # Creating any segment reaps stale entries too (shm.py): a test running beside this
-    # one may have removed it first, by the same rule.
+    # one may have removed it first, by the same rule (the fault suite's leftovers tests
+    # check the command itself in a private /dev/shm).
     assert f"removed /dev/shm/{name} " in out or "nothing stale" in out, out
     assert not segment_exists(name)
