@@ -114,3 +114,56 @@ def test_frames_queued_behind_a_stopped_reader_survive_the_writers_objects() -> 
                     p.kill()
                     p.join(T)
     assert writer.exitcode == 0 and reader is not None and reader.exitcode == 0
+
+
+def _exiting_writer_proc(out: Any, go: Any) -> None:
+    """Queue everything behind the stopped reader, close(), and exit at once (no
+    finalizers): whatever libzmq still queues dies with the process."""
+    try:
+        w = MessageQueue(1, 0, connect_ip=LOOPBACK)
+        out.put(("handle", w.export_handle()))
+        w.wait_until_ready(T)
+        if not go.wait(T):
+            raise TimeoutError("no go from the test")
+        for k in range(N):
+            w.enqueue(payload(k), timeout=T)
+        out.put(("sent", None))
+        w.close()  # waits (up to its linger) until the remote reader acknowledged all
+        out.put(("closed", None))
+    except BaseException as exc:
+        out.put(("error", repr(exc)))
+    out.close()
+    out.join_thread()  # the reports are out; then exit without finalizers
+    os._exit(0)
+
+
+def test_close_lets_a_remote_reader_receive_everything_before_the_process_exits() -> None:
+    """Before the fix close() returned at once and the exiting process took the queued
+    frames with it: the reader got a prefix, then "the writer is gone"."""
+    ctx = mp.get_context("spawn")
+    wq, rq, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    writer = ctx.Process(target=_exiting_writer_proc, args=(wq, go))
+    writer.start()
+    reader = None
+    try:
+        handle = _expect(wq, "handle")
+        reader = ctx.Process(target=_reader_proc, args=(handle, rq))
+        reader.start()
+        assert _expect(rq, "ready") == reader.pid
+        os.kill(reader.pid, signal.SIGSTOP)
+        try:
+            go.set()
+            assert _expect(wq, "sent") is None
+            writer.join(1.0)  # the old close() returned and the process exited by now
+        finally:
+            os.kill(reader.pid, signal.SIGCONT)
+        assert _expect(rq, "got") == ([], "closed")
+        assert _expect(wq, "closed") is None
+    finally:
+        for p in (writer, reader):
+            if p is not None:
+                p.join(T)
+                if p.is_alive():
+                    p.kill()
+                    p.join(T)
+    assert writer.exitcode == 0 and reader is not None and reader.exitcode == 0

@@ -11,7 +11,9 @@ window's end. The window also gives the remote socket's high-water mark.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
 import struct
 from collections.abc import Callable
@@ -88,6 +90,31 @@ class RemoteCredit:
             return seq - self.floor < self.window
 
         wait_readable(has_room, deadline, StallLog(lagging, log_interval), timed_out, watch)
+
+    def settle(
+        self, total: int, deadline: Deadline, gone: Callable[[], set[int]]
+    ) -> dict[int, int]:
+        """Wait until every remote reader has acknowledged all ``total`` messages (each
+        acks its count when it sees SHUTDOWN) or has left (``gone()``: the ranks that
+        did), at most until ``deadline``; the readers still short then (rank:
+        acknowledged count), empty when none."""
+
+        def short() -> dict[int, int]:
+            self._drain(total)
+            left = gone()
+            return {r: c for r, c in self._acked.items() if c < total and r not in left}
+
+        def settled(ms: int) -> bool:
+            self._sock.poll(ms)
+            return not short()
+
+        if short():
+            with contextlib.suppress(RingTimeoutError):
+                wait_readable(
+                    settled, deadline, StallLog(lambda: "", math.inf),
+                    lambda waited: RingTimeoutError(f"not settled after {waited:.3f} s"),
+                )
+        return short()
 
     def close(self) -> None:
         self._sock.close(linger=0)

@@ -36,6 +36,7 @@ class Peers:
                        if s is not None]
         self.local: dict[int, Hello] = {}
         self.remote: dict[int, Hello] = {}
+        self._left: set[int] = set()  # remote ranks seen leaving (remote_left)
         self._poller = zmq.Poller()
         for sock, _ in self._socks:
             self._poller.register(sock, zmq.POLLIN)
@@ -92,6 +93,14 @@ class Peers:
                         f"{'local' if is_local else 'remote'} socket closed (it exited or "
                         "died, or its heartbeats stopped)"
                     )
+
+    def remote_left(self) -> set[int]:
+        """Ranks of the remote readers that have left since they joined (so far)."""
+        for sock, is_local in self._socks:
+            for joined, hello in hello_events(sock, self._signer):
+                if not joined and not is_local and self.remote.get(hello.rank) == hello:
+                    self._left.add(hello.rank)
+        return self._left
 
     def name(self, rank: int) -> str:
         """The reader of ``rank``, as errors name it."""

@@ -66,7 +66,11 @@ class RemoteReader(QueueReader):
         if obs is not None:
             obs.begin(self._actor)
         if kind == wire.SHUTDOWN:
-            # spec: RemoteSeeShutdown
+            # spec: RemoteSeeShutdown -- acknowledge every message received: the
+            # writer's close() waits for that before its process may exit
+            if self._seq > self._acks_sent:
+                self._ack_sock.send(ack_message(self.rank, self._seq))
+                self._acks_sent = self._seq
             if obs is not None:
                 obs.end(self._actor, REMOTE_SEE_SHUTDOWN, seq)
             self._saw_shutdown(seq)

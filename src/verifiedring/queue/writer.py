@@ -351,7 +351,19 @@ class QueueWriter(MessageQueue):
             obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
 
     def _before_close(self) -> None:
+        """SHUTDOWN, then let the remote readers receive everything (at most the linger):
+        queued frames die with this process, as the shared context is never terminated."""
         self.shutdown()
+        if self._credit is None or not self._shutdown_sent:
+            return
+        deadline = Deadline.after(self._linger_ms / 1000)
+        short = self._credit.settle(self._seq, deadline, self._peers.remote_left)
+        if short:
+            logger.warning(
+                "%s: closed after %.1f s with remote readers %s (rank: acknowledged count) "
+                "short of all %d messages; frames still queued for them are lost if this "
+                "process exits now", self._who(), self._linger_ms / 1000, short, self._seq,
+            )
 
     def _release(self) -> None:
         linger = self._linger_ms
