@@ -5,8 +5,8 @@
 buffer of at least ``oob_threshold`` bytes -- numpy arrays and other
 ``PickleBuffer`` producers anywhere in the object, and a top-level ``bytes`` or
 ``bytearray``. No copy is made of those while serializing; the transport then
-copies each exactly once (into a ring chunk, or into a socket frame when the
-buffer is writable; a read-only one is sent without copying).
+copies each once per channel, before ``enqueue`` returns (into a ring chunk, or
+into libzmq's memory as a socket sends the frame).
 
 Why ``pickle.dumps`` while torch is not imported: measured on CPython 3.11
 (``python -m bench queue_roundtrip``), a ``Pickler(io.BytesIO)`` reused with
