@@ -141,9 +141,10 @@ class _Channels:
             for b in self.backs:
                 b.close(unlink=True)
             return
-        for b in self.backs:
-            b.close()
-        self.fwd.close()
+        for q in (*self.backs, self.fwd):
+            close = getattr(q, "close", None)  # vLLM's queue has none: collection frees it
+            if close is not None:
+                close()
 
 
 def _reader(transport: str, args: Any, r: int, n: int, plan: list[tuple[int, int]]) -> int:
