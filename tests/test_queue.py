@@ -51,7 +51,9 @@ class Group:
             r.wait_until_ready(T)
 
     def close(self) -> None:
-        for q in [self.writer, *self.readers]:
+        """Readers first: a writer closing before its remote readers waits (at most its
+        linger) for them to acknowledge everything."""
+        for q in [*self.readers, self.writer]:
             q.close()
 
 

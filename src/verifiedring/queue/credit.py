@@ -28,6 +28,7 @@ from .sockets import MAX_RANK, pending_frames
 logger = logging.getLogger("verifiedring")
 
 ACK = struct.Struct("<IQ")  # rank, received count
+SETTLE_SLICE_MS = 10  # while close() settles, how often it looks for readers that left
 
 
 def ack_interval(window: int) -> int:
@@ -105,7 +106,7 @@ class RemoteCredit:
             return {r: c for r, c in self._acked.items() if c < total and r not in left}
 
         def settled(ms: int) -> bool:
-            self._sock.poll(ms)
+            self._sock.poll(min(ms, SETTLE_SLICE_MS))  # a reader's leave is no ack: look often
             return not short()
 
         if short():
