@@ -103,8 +103,10 @@ class _Channels:
             self.child_args = [(self.fwd.export_handle(), self.handles) for _ in range(n)]
 
     def connect(self) -> None:
-        """After the children started: the queues' handshakes."""
+        """After the children started: the queues' handshakes; for the others, one ack
+        from every reader (a spawned child takes a while to start)."""
         if self.transport in ("pipe", "floor"):
+            self.gather()
             return
         got = dict(self.handles.get(timeout=WAIT) for _ in range(self.n))
         mq = _queue_type(self.transport)
@@ -184,6 +186,8 @@ def _reader(transport: str, args: Any, r: int, n: int, plan: list[tuple[int, int
 
         def ack() -> None:
             back_q.enqueue(ACK)
+    if transport in ("pipe", "floor"):
+        ack()  # running: the writer's connect() waits for this
     got = 0
     for count, every in plan:
         for i in range(count):
@@ -191,6 +195,9 @@ def _reader(transport: str, args: Any, r: int, n: int, plan: list[tuple[int, int
             got += 1
             if (i + 1) % every == 0:
                 ack()
+    if transport == "floor":
+        fwd.close()
+        back.close()
     return got
 
 

@@ -195,3 +195,39 @@ def test_a_reader_polling_with_timeout_zero_sees_shutdown(
         raise AssertionError("dequeue returned a message after the last one")
     else:
         raise AssertionError(f"no ClosedError within {T} s of polling with timeout=0")
+
+
+def test_a_waiting_dequeue_looks_at_its_socket_once_per_slice_not_per_call(
+    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each dequeue that had to wait once drained the socket and checked the writer's
+    pid (/proc) first: ~90 us per message in a ping-pong (10x the floor ring). Waiting
+    dequeues look every SLICE; only a timeout=0 poll looks every call."""
+    from verifiedring.queue import local_reader
+
+    w, (r,) = queues(1, 0)
+    looks = []
+    real = local_reader.pending_frames
+
+    def counted(sock: Any) -> Any:
+        looks.append(1)
+        return real(sock)
+
+    monkeypatch.setattr(local_reader, "pending_frames", counted)
+    for _ in range(40):  # 40 waits of 1 ms each, well within one SLICE
+        with pytest.raises(RingTimeoutError):
+            r.dequeue(timeout=0.001)
+    assert len(looks) <= 2, f"{len(looks)} socket looks in 40 short waits"
+    looks.clear()
+    w.shutdown()
+    for _ in range(50):  # a timeout=0 poller still sees SHUTDOWN promptly
+        try:
+            r.dequeue(timeout=0)
+        except ClosedError:
+            break
+        except RingTimeoutError:
+            time.sleep(0.01)
+    else:
+        raise AssertionError("a timeout=0 poller never saw SHUTDOWN")
+    assert looks  # ... because each such poll looked

@@ -129,7 +129,8 @@ class LocalReader(QueueReader):
         if self._pending is None:
             cursor = self._cursor
             if not cursor.poll():
-                self._socket_check_at = 0.0  # drain the socket once, also at timeout=0
+                if timeout == 0:
+                    self._socket_check_at = 0.0  # a poll drains the socket (SHUTDOWN) each call
                 if not self._ring_or_shutdown():
                     wait_for(
                         self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout,
