@@ -169,19 +169,30 @@ def _proc_children(pid: int) -> list[int]:
 
 
 def _in_namespace(ns_ids: Mapping[str, str]) -> list[int]:
-    """Host pids of processes in any of the namespaces ``ns_ids`` (kind -> id)."""
+    """Host pids of live processes in any of the namespaces ``ns_ids`` (kind -> id).
+    An exited process not yet reaped (a zombie: its pid namespace link outlives it, the
+    others do not) holds nothing but its pid, and is not counted."""
     found: list[int] = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         for kind, ident in ns_ids.items():
             try:
-                if os.readlink(f"/proc/{entry}/ns/{kind}") == ident:
+                if os.readlink(f"/proc/{entry}/ns/{kind}") == ident and not _exited(entry):
                     found.append(int(entry))
                     break
             except OSError:
                 continue
     return found
+
+
+def _exited(pid: str) -> bool:
+    """Whether process ``pid`` has exited and awaits its reaper (state Z or X)."""
+    try:
+        state = read_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # gone meanwhile
+    return state in ("Z", "X")
 
 
 def _mounted_under(path: str) -> list[str]:
