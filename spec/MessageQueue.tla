@@ -393,6 +393,9 @@ RemoteRecvFrame(r) ==
 
 \* queue/remote_reader.py: dequeue receives SHUTDOWN: its total is noted; a
 \* total above what was received means messages were lost (BrokenPeerError).
+\* The code also acknowledges its received count here (for the writer's
+\* close(), which waits for it before its process may exit: not modeled);
+\* RemoteRecvFrame already counts every frame as acknowledged (a superset).
 RemoteSeeShutdown(r) ==
     /\ r \in RemoteReaders
     /\ rpc[r] = "idle"

@@ -84,6 +84,23 @@ def _expect(q: Any, tag: str) -> Any:
     return value
 
 
+def _started_reader(ctx: Any, handle: Any, rq: Any) -> Any:
+    """The reader process, past its handshake."""
+    reader = ctx.Process(target=_reader_proc, args=(handle, rq))
+    reader.start()
+    assert _expect(rq, "ready") == reader.pid
+    return reader
+
+
+def _reap(*procs: Any) -> None:
+    for p in procs:
+        if p is not None:
+            p.join(T)
+            if p.is_alive():
+                p.kill()
+                p.join(T)
+
+
 def test_frames_queued_behind_a_stopped_reader_survive_the_writers_objects() -> None:
     ctx = mp.get_context("spawn")
     wq, rq, go, finish = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Event()
@@ -91,10 +108,7 @@ def test_frames_queued_behind_a_stopped_reader_survive_the_writers_objects() -> 
     writer.start()
     reader = None
     try:
-        handle = _expect(wq, "handle")
-        reader = ctx.Process(target=_reader_proc, args=(handle, rq))
-        reader.start()
-        assert _expect(rq, "ready") == reader.pid
+        reader = _started_reader(ctx, _expect(wq, "handle"), rq)
         os.kill(reader.pid, signal.SIGSTOP)  # its socket stops reading: frames queue up
         try:
             go.set()
@@ -107,12 +121,7 @@ def test_frames_queued_behind_a_stopped_reader_survive_the_writers_objects() -> 
         assert _expect(wq, "done") is None
     finally:
         finish.set()
-        for p in (writer, reader):
-            if p is not None:
-                p.join(T)
-                if p.is_alive():
-                    p.kill()
-                    p.join(T)
+        _reap(writer, reader)
     assert writer.exitcode == 0 and reader is not None and reader.exitcode == 0
 
 
@@ -146,10 +155,7 @@ def test_close_lets_a_remote_reader_receive_everything_before_the_process_exits(
     writer.start()
     reader = None
     try:
-        handle = _expect(wq, "handle")
-        reader = ctx.Process(target=_reader_proc, args=(handle, rq))
-        reader.start()
-        assert _expect(rq, "ready") == reader.pid
+        reader = _started_reader(ctx, _expect(wq, "handle"), rq)
         os.kill(reader.pid, signal.SIGSTOP)
         try:
             go.set()
@@ -160,10 +166,5 @@ def test_close_lets_a_remote_reader_receive_everything_before_the_process_exits(
         assert _expect(rq, "got") == ([], "closed")
         assert _expect(wq, "closed") is None
     finally:
-        for p in (writer, reader):
-            if p is not None:
-                p.join(T)
-                if p.is_alive():
-                    p.kill()
-                    p.join(T)
+        _reap(writer, reader)
     assert writer.exitcode == 0 and reader is not None and reader.exitcode == 0

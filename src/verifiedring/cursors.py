@@ -245,7 +245,9 @@ class WriterCursor(_Cursor):
         if obs is not None:
             obs.after_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
         if exc_type is not None:
-            # spec: WriterAbort -- no flag store; written[i] stays 0, index stays i
+            # spec: WriterAbort -- no flag store; written[i] stays 0, index stays i. An
+            # asynchronous exception raised at FW3/FW4 or between the flag clears below
+            # leaves the same way (RingBuffer.tla: WriterAbort in flags/publish).
             if obs is not None:
                 obs.before_step(WRITER_ACTOR, WRITER_ABORT, i, None)
                 obs.after_step(WRITER_ACTOR, WRITER_ABORT, i, None)
