@@ -279,8 +279,11 @@ class Namespace:
         """Host pid of the namespace's init (pid 1 inside), once it runs."""
         if self._proc is None:
             return None
-        ids = self._ns_ids(wait=10.0)
-        for child in _proc_children(self._proc.pid):
+        return self._init_child(self._proc.pid, self._ns_ids(wait=10.0))
+
+    @staticmethod
+    def _init_child(unshare_pid: int, ids: Mapping[str, str]) -> int | None:
+        for child in _proc_children(unshare_pid):
             with contextlib.suppress(OSError):
                 if os.readlink(f"/proc/{child}/ns/pid") == ids.get("pid_for_children"):
                     return child
@@ -339,8 +342,17 @@ class Namespace:
         if proc is None:
             return
         if proc.poll() is None:
+            # The namespace's init first: the kernel kills the rest of its PID namespace,
+            # and unshare, its parent, reaps it and exits. Killed together, unshare could
+            # go first and leave init a zombie for the host's pid 1, which may never reap.
+            init = self._init_child(proc.pid, self._ns_ids())
+            if init is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(init, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(TEARDOWN_TIMEOUT)
+        if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                # unshare and its init; the kernel kills the rest of the PID namespace
                 os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(TEARDOWN_TIMEOUT)
