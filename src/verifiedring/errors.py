@@ -68,3 +68,22 @@ class DecodeError(VerifiedRingError):
             "dequeue returns message seq "
             f"{self.seq + 1}"
         )
+
+
+class MessageAbortedError(DecodeError):
+    """The writer aborted a message streamed through the ring (its pickling raised, or
+    it was interrupted, after some chunks were published). Consumed like a
+    :class:`DecodeError`: the next call returns the next message."""
+
+    def __init__(self, seq: int, part: int, reason: str) -> None:
+        super().__init__(seq, RuntimeError(reason))
+        self.part = part
+        self.reason = reason
+
+    def __str__(self) -> str:
+        who = f"{self.receiver}: " if self.receiver else ""
+        return (
+            f"{who}message seq {self.seq} was aborted by the writer mid-message"
+            f"{f' after {self.part} of its chunks' if self.part else ''} ({self.reason}); it "
+            f"was consumed, the next dequeue returns message seq {self.seq + 1}"
+        )

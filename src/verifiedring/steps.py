@@ -94,6 +94,8 @@ class StepObserver(Protocol):
 # Message-queue steps (``spec/MessageQueue.tla``; code sites in ``verifiedring.queue``).
 WRITER_HANDSHAKE: Final = "WriterHandshake"  # every subscription seen, then READY
 WRITER_PUBLISH_CHUNK: Final = "WriterPublishChunk"  # the object inline, or its overflow marker
+WRITER_PUBLISH_RUN_CHUNK: Final = "WriterPublishRunChunk"  # FIRST, MORE or LAST of a run
+WRITER_ABORT_RUN: Final = "WriterAbortRun"  # ABORT ends a run whose pickling raised
 WRITER_SEND_LOCAL_FRAME: Final = "WriterSendLocalFrame"  # an overflow frame, after its marker
 WRITER_SEND_REMOTE_FRAME: Final = "WriterSendRemoteFrame"  # every message, within credit
 WRITER_SEND_FAILS: Final = "WriterSendFails"  # a send after the publish failed: broken for good
@@ -101,6 +103,8 @@ WRITER_SHUTDOWN: Final = "WriterShutdown"  # SHUTDOWN(total) on both sockets
 READER_SUBSCRIBE: Final = "ReaderSubscribe"  # connect and announce the rank
 READER_AWAIT_READY: Final = "ReaderAwaitReady"  # consume READY before any message
 READER_TAKE_CHUNK: Final = "ReaderTakeChunk"  # consume an inline chunk, or take a marker
+READER_READ_RUN_CHUNK: Final = "ReaderReadRunChunk"  # the run's next chunk: seq, part
+READER_RELEASE_RUN_CHUNK: Final = "ReaderReleaseRunChunk"  # once consumed; LAST: delivered
 READER_RECV_FRAME: Final = "ReaderRecvFrame"  # the pending marker's frame (stash first)
 READER_TIMEOUT: Final = "ReaderTimeout"  # the frame wait ran out; the marker stays pending
 READER_RESUME: Final = "ReaderResume"  # a dequeue after a timeout goes to the frame wait
@@ -113,6 +117,8 @@ REMOTE_SEE_SHUTDOWN: Final = "RemoteSeeShutdown"  # SHUTDOWN in the remote frame
 QUEUE_STEPS: Final = (
     WRITER_HANDSHAKE,
     WRITER_PUBLISH_CHUNK,
+    WRITER_PUBLISH_RUN_CHUNK,
+    WRITER_ABORT_RUN,
     WRITER_SEND_LOCAL_FRAME,
     WRITER_SEND_REMOTE_FRAME,
     WRITER_SEND_FAILS,
@@ -120,6 +126,8 @@ QUEUE_STEPS: Final = (
     READER_SUBSCRIBE,
     READER_AWAIT_READY,
     READER_TAKE_CHUNK,
+    READER_READ_RUN_CHUNK,
+    READER_RELEASE_RUN_CHUNK,
     READER_RECV_FRAME,
     READER_TIMEOUT,
     READER_RESUME,
@@ -141,15 +149,16 @@ class QueueObserver(Protocol):
     ``seq`` is the message's sequence number (SHUTDOWN's total for the shutdown
     steps, -1 where none); ``obj`` what the step published or delivered (a
     :class:`~verifiedring.errors.DecodeError` for a message that did not
-    unpickle, ``None`` where nothing); ``overflow`` whether a published chunk
-    is an overflow marker. Every ``begin`` is followed by its ``end`` before
+    unpickle, ``None`` where nothing); ``kind`` what a chunk step published or
+    took: "inline", "overflow" (a marker), or a run's "first", "more", "last",
+    "abort" ("" for other steps). Every ``begin`` is followed by its ``end`` before
     that end's next ``begin``. With no observer a step costs one ``is None`` test.
     """
 
     def begin(self, actor: str) -> None: ...
 
     def end(
-        self, actor: str, action: str, seq: int, obj: object = None, overflow: bool = False
+        self, actor: str, action: str, seq: int, obj: object = None, kind: str = ""
     ) -> None: ...
 
 # Tensor-arena steps (``spec/TensorArena.tla``; code sites in ``arena.py``). The spec's

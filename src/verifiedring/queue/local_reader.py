@@ -20,6 +20,7 @@ frames that arrive are stashed in order, and SHUTDOWN is noted.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import time
@@ -29,7 +30,14 @@ from typing import Any
 import zmq
 
 from ..arena import ArenaReader
-from ..errors import BrokenPeerError, DecodeError, MisuseError, RingTimeoutError
+from ..errors import (
+    BrokenPeerError,
+    ClosedError,
+    DecodeError,
+    MessageAbortedError,
+    MisuseError,
+    RingTimeoutError,
+)
 from ..leftovers import alive
 from ..ring import ReaderCursor, ShmRingBuffer
 from ..shm import SHM_DIR
@@ -46,10 +54,16 @@ from ..waiting import FOREVER, Deadline, StallLog, wait_for
 from . import wire
 from .handle import Handle, ring_tag
 from .reader import Cancel, QueueReader
+from .run import RunReader
 from .sockets import pending_frames
 
 _read_header = wire.HEADER.unpack_from  # bound once: the hot path pays no lookups
 _load_inline = wire.load_inline
+#: The observer's name of what ReaderTakeChunk took.
+_KIND_NAMES = {
+    wire.INLINE: "inline", wire.INLINE_LENT: "inline", wire.OVERFLOW: "overflow",
+    wire.RUN_FIRST: "first",
+}
 
 #: How often a local reader blocked on the ring looks at its socket.
 SLICE = 0.2
@@ -99,6 +113,9 @@ class LocalReader(QueueReader):
             self._arena = None if handle.arena is None else ArenaReader(
                 handle.arena, self.local_reader_ranks.index(rank)
             )
+            self._run = RunReader(
+                self._cursor, self._who, self._watch, self._log_interval, observer, self._actor
+            )
         except BaseException:
             if sock is not None:
                 sock.close(linger=0)
@@ -123,6 +140,9 @@ class LocalReader(QueueReader):
         self._cancel = cancel  # consulted only while it waits (as vLLM's)
         self._quiet = indefinite
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
+        if self._run.active:  # an earlier dequeue was interrupted mid-run: skip its rest
+            with contextlib.suppress(MessageAbortedError):
+                self._run.skip_rest(None)
         if self._arena is not None:
             self._arena.begin(self._seq)
         obs = self._observer
@@ -140,14 +160,20 @@ class LocalReader(QueueReader):
                 obs.begin(self._actor)
             seq = kind = -1
             got: Any = None  # what the step delivered, for the observer
+            run = self._run
             try:
-                # spec: ReaderTakeChunk -- the with-block releases the chunk, also on a raise
-                with cursor as chunk:
+                # spec: ReaderTakeChunk -- released on leaving, also on a raise; a run's
+                # FIRST chunk is held on by the run (ReaderReleaseRunChunk releases it)
+                chunk = cursor.__enter__()
+                try:
                     header = _read_header(chunk)
                     kind, seq = header[0], header[1]
                     if seq != self._seq or kind not in wire.CHUNK_KINDS:
                         raise self._out_of_order("ring", kind, seq)
-                    if kind != wire.OVERFLOW:
+                    if kind == wire.RUN_FIRST:
+                        self._seq = seq + 1  # consumed before it is decoded
+                        run.begin(seq, chunk, header[2])
+                    elif kind != wire.OVERFLOW:
                         self._seq = seq + 1  # consumed before it is decoded
                         try:
                             got = _load_inline(chunk, header)
@@ -155,15 +181,56 @@ class LocalReader(QueueReader):
                             got = self._named(exc)
                             raise got from exc.cause
                         return got
-                    self._pending = seq  # the chunk is released now; the frame is awaited
+                    else:
+                        self._pending = seq  # the chunk is released now; the frame is awaited
+                finally:
+                    if not run.active:
+                        cursor.__exit__(None, None, None)
             finally:
                 if obs is not None:
-                    obs.end(self._actor, READER_TAKE_CHUNK, seq, got, kind == wire.OVERFLOW)
-        elif obs is not None:
+                    obs.end(self._actor, READER_TAKE_CHUNK, seq, got, _KIND_NAMES.get(kind, ""))
+            if run.active:
+                return self._load_run(run)
+            return self._take_frame(seq, deadline)  # the marker's
+        if obs is not None:
             # spec: ReaderResume -- a dequeue after a timeout goes back to the pending frame
             obs.begin(self._actor)
             obs.end(self._actor, READER_RESUME, self._pending)
         return self._take_frame(self._pending, deadline)
+
+    def _load_run(self, run: RunReader) -> Any:
+        """The object of the run whose FIRST chunk was just taken: unpickled straight
+        out of its chunks, each released once consumed. A broken run (a chunk out of
+        place) breaks this reader for good."""
+        try:
+            return self._unpickle_run(run)
+        except MessageAbortedError as exc:
+            raise self._named(exc) from None
+        except BrokenPeerError as exc:
+            self._refusal = (BrokenPeerError, f"broken since message seq {run.seq}'s run: {exc}")
+            raise
+
+    def _unpickle_run(self, run: RunReader) -> Any:
+        seq = run.seq
+        try:
+            got = run.load()
+        except (BrokenPeerError, ClosedError):  # ClosedError: woken (CancelledError)
+            raise
+        except DecodeError:  # MessageAbortedError: the writer aborted the run
+            raise
+        except Exception as exc:
+            # the run goes on to its LAST (or ABORT) first: the next dequeue starts after it
+            err = self._named(DecodeError(seq, exc, None))
+            run.skip_rest(err)
+            raise err from exc
+        if not run.at_end:
+            err = self._named(DecodeError(
+                seq, ValueError("the run has bytes after the end of its pickle stream")
+            ))
+            run.skip_rest(err)
+            raise err
+        run.skip_rest(got)  # its LAST: released, the object delivered
+        return got
 
     def _take_frame(self, pending: int, deadline: Deadline) -> Any:
         obs = self._observer

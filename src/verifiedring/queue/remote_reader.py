@@ -7,7 +7,7 @@ from typing import Any
 
 import zmq
 
-from ..errors import DecodeError, MisuseError
+from ..errors import DecodeError, MessageAbortedError, MisuseError
 from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_SHUTDOWN, QueueObserver
 from ..waiting import FOREVER, Deadline
 from . import wire
@@ -77,14 +77,21 @@ class RemoteReader(QueueReader):
             raise self._out_of_order("remote socket", kind, seq)
         got: Any = None
         try:
-            # spec: RemoteRecvFrame -- consume, acknowledge (returns credit), decode
+            # spec: RemoteRecvFrame -- consume, acknowledge (returns credit), decode; an
+            # ABORT frame stands where the frame of a message aborted mid-run would be
+            aborted = kind == wire.RUN_ABORT
+            if aborted:
+                kind = wire.OVERFLOW
             if kind != wire.OVERFLOW or seq != self._seq:
-                raise self._out_of_order("remote socket", kind, seq)
+                raise self._out_of_order("remote socket", header[0], seq)
             self._seq = count = seq + 1
             if count - self._acks_sent >= self._ack_interval:
                 self._ack_sock.send(ack_message(self.rank, count))
                 self._acks_sent = count
             try:
+                if aborted:
+                    reason = bytes(frames[1].buffer).decode("utf-8", "replace")
+                    raise self._named(MessageAbortedError(seq, 0, reason))
                 got = self._load_frame(seq, frames)
             except DecodeError as exc:
                 got = exc

@@ -60,6 +60,7 @@ from ..errors import MisuseError
 
 if TYPE_CHECKING:
     from ..arena import ArenaWriter
+    from .run import Spill
 
 PROTOCOL = 5
 #: Buffers smaller than this stay inside the pickle stream (a frame per tiny
@@ -122,10 +123,15 @@ class Serializer:
         self._parts: list[Any] = []  # what the reused Pickler wrote for one object
         self._pickler: pickle.Pickler | None = None  # made once torch is imported
         self._n_global_reducers = -1  # len(copyreg.dispatch_table) when the table was built
+        self._spill: Spill | None = None  # the file of dump_into's call in progress
+        self._spill_pickler: tuple[Spill, pickle.Pickler, int] | None = None
 
     def _keep(self, buf: pickle.PickleBuffer) -> bool:
         raw = buf.raw()
-        if raw.nbytes < self._threshold:
+        spill = self._spill
+        if raw.nbytes < self._threshold or (
+            spill is not None and not spill.keep_out_of_band(raw.nbytes)
+        ):
             raw.release()
             return True  # true: serialize this buffer in band
         self._oob.append(raw)
@@ -149,19 +155,75 @@ class Serializer:
         dtype = str(t.dtype).removeprefix("torch.")
         return _rebuild_tensor, (pickle.PickleBuffer(raw), dtype, tuple(t.shape))
 
+    def _new_pickler(self, file: Any, torch: Any) -> pickle.Pickler:
+        """A Pickler writing to ``file``; with ``torch``, its private dispatch table
+        routes ``torch.Tensor``."""
+        pickler = pickle.Pickler(file, protocol=PROTOCOL, buffer_callback=self._keep)
+        if torch is not None:
+            table = dict(copyreg.dispatch_table)  # globally registered reducers stay
+            table[torch.Tensor] = self._reduce_tensor
+            pickler.dispatch_table = table
+        return pickler
+
     def _tensor_pickler(self, torch: Any) -> pickle.Pickler:
         """The reused Pickler whose private dispatch table routes ``torch.Tensor``."""
         pickler = self._pickler
         if pickler is None or len(copyreg.dispatch_table) != self._n_global_reducers:
-            table = dict(copyreg.dispatch_table)  # globally registered reducers stay
-            table[torch.Tensor] = self._reduce_tensor
-            pickler = pickle.Pickler(
-                _Sink(self._parts), protocol=PROTOCOL, buffer_callback=self._keep
-            )
-            pickler.dispatch_table = table
+            pickler = self._new_pickler(_Sink(self._parts), torch)
             self._pickler = pickler
             self._n_global_reducers = len(copyreg.dispatch_table)
         return pickler
+
+    def _pickler_into(self, spill: Spill) -> pickle.Pickler:
+        """The reused Pickler writing to ``spill`` (its table as :meth:`_tensor_pickler`'s
+        once torch is imported)."""
+        torch = sys.modules.get("torch")
+        key = -1 if torch is None else len(copyreg.dispatch_table)
+        made = self._spill_pickler
+        if made is None or made[0] is not spill or made[2] != key:
+            made = (spill, self._new_pickler(spill, torch), key)
+            self._spill_pickler = made
+        return made[1]
+
+    def dump_into(self, obj: object, spill: Spill) -> Pickled | None:
+        """``obj`` pickled into ``spill`` (armed by the caller): what fits one chunk is
+        returned as :meth:`dumps` returns it; a larger object went into a run of
+        chunks as it was pickled (``None``; the caller finishes the run). Raises
+        :class:`MisuseError` if it cannot be pickled (the run, if begun, is left
+        for the caller to abort), and what ``spill`` itself raised, unchanged."""
+        oob: list[memoryview] = []
+        self._oob = oob
+        spill.buffers = oob
+        self._spill = spill
+        target = obj
+        if type(obj) in _BYTES_TYPES and len(obj) >= self._threshold:  # type: ignore[arg-type]
+            target = _OutOfBand(obj)  # type: ignore[arg-type]
+        if self._arena is not None:
+            self._arena.begin()
+        pickler = self._pickler_into(spill)
+        try:
+            pickler.dump(target)
+        except Exception as exc:
+            if exc is spill.raised:
+                raise
+            raise self._unpicklable(obj, exc) from exc
+        finally:
+            pickler.clear_memo()
+            self._oob = _NO_BUFFERS
+            self._spill = None
+        if spill.streamed:
+            return None
+        parts = spill.parts
+        stream = parts[0] if len(parts) == 1 else b"".join(parts)
+        return stream, oob, target is not obj
+
+    @staticmethod
+    def _unpicklable(obj: object, exc: Exception) -> MisuseError:
+        return MisuseError(
+            f"cannot serialize object of type {type(obj).__module__}."
+            f"{type(obj).__qualname__} with pickle protocol {PROTOCOL}: "
+            f"{type(exc).__name__}: {exc}; nothing was sent"
+        )
 
     def dumps(self, obj: object) -> Pickled:
         """``obj`` pickled; raises :class:`MisuseError` naming its type if it cannot be."""
@@ -189,10 +251,6 @@ class Serializer:
                     parts.clear()
         except Exception as exc:
             self._oob = []
-            raise MisuseError(
-                f"cannot serialize object of type {type(obj).__module__}."
-                f"{type(obj).__qualname__} with pickle protocol {PROTOCOL}: "
-                f"{type(exc).__name__}: {exc}; nothing was sent"
-            ) from exc
+            raise self._unpicklable(obj, exc) from exc
         self._oob = _NO_BUFFERS
         return stream, oob, target is not obj

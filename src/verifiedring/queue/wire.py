@@ -3,9 +3,10 @@
 Every message starts with one header (:data:`HEADER`, little endian)::
 
     kind     u8    INLINE (0) | OVERFLOW (1) | READY (2) | SHUTDOWN (3) | INLINE_LENT (4)
+                   | RUN_FIRST (5) | RUN_MORE (6) | RUN_LAST (7) | RUN_ABORT (8)
     seq      u64   the message's sequence number (SHUTDOWN: messages sent in all)
-    nstream  u64   bytes of the pickle stream
-    nbuf     u32   number of out-of-band buffers
+    nstream  u64   bytes of the pickle stream (a run chunk: its bytes of the run)
+    nbuf     u32   number of out-of-band buffers (a run chunk: its part, 0, 1, ...)
 
 followed, for INLINE, INLINE_LENT and OVERFLOW, by ``nbuf`` u64 buffer lengths
 (:data:`LENGTH`).
@@ -16,6 +17,11 @@ followed, for INLINE, INLINE_LENT and OVERFLOW, by ``nbuf`` u64 buffer lengths
   unpickler views of the chunk instead of copying them out first.
 * **Ring chunk, OVERFLOW** (the overflow marker): the header only; the object
   travels on the local socket as the frame with the same ``seq``.
+* **Run** (``large_objects="stream"``, :mod:`.run`): a message too large for one
+  chunk, as chunks RUN_FIRST (part 0), RUN_MORE (1, 2, ...), then RUN_LAST or
+  RUN_ABORT, all with its ``seq``. Their bytes, in order, are one byte string:
+  ``u64 nbuf``, ``nbuf`` u64 lengths, the buffers, the pickle stream. RUN_ABORT's
+  bytes are the writer's reason, UTF-8 (its pickling raised mid-message).
 * **Frame** (local socket, and remote socket after its MAC part):
   ``[header, stream, *buffers]`` with ``kind == OVERFLOW``.
 * **Control frame**: ``[header]`` with ``kind`` READY or SHUTDOWN.
@@ -41,12 +47,19 @@ OVERFLOW = 1
 READY = 2
 SHUTDOWN = 3
 INLINE_LENT = 4
+RUN_FIRST = 5
+RUN_MORE = 6
+RUN_LAST = 7
+RUN_ABORT = 8
 KIND_NAMES = {
     INLINE: "INLINE", OVERFLOW: "OVERFLOW", READY: "READY", SHUTDOWN: "SHUTDOWN",
-    INLINE_LENT: "INLINE_LENT",
+    INLINE_LENT: "INLINE_LENT", RUN_FIRST: "RUN_FIRST", RUN_MORE: "RUN_MORE",
+    RUN_LAST: "RUN_LAST", RUN_ABORT: "RUN_ABORT",
 }
-#: What a ring chunk may hold.
-CHUNK_KINDS = frozenset((INLINE, INLINE_LENT, OVERFLOW))
+#: What a ring chunk may hold where a message starts.
+CHUNK_KINDS = frozenset((INLINE, INLINE_LENT, OVERFLOW, RUN_FIRST))
+#: What may follow a run's chunk.
+RUN_NEXT_KINDS = frozenset((RUN_MORE, RUN_LAST, RUN_ABORT))
 #: READY and SHUTDOWN: control messages that may share a pipe with the window.
 CONTROL_MESSAGES = 2
 

@@ -34,7 +34,8 @@ from .curve import GATE, ServerKeys, new_keys
 from .handle import Handle, check_counts, ring_tag
 from .message_queue import MessageQueue
 from .peers import Peers
-from .serialization import Serializer
+from .run import RunWriter, Spill
+from .serialization import Pickled, Serializer
 from .sockets import (
     LocalEndpoint,
     Signer,
@@ -52,6 +53,9 @@ _chunk_bytes = wire.chunk_bytes  # bound once: the hot path pays no lookups
 _write_inline = wire.write_inline
 
 DEFAULT_REMOTE_WINDOW = 1024
+#: How a message too large for one chunk reaches local readers (see :mod:`.run`).
+LARGE_OBJECT_MODES = ("stream", "socket")
+DEFAULT_LARGE_OBJECTS = "socket"
 #: How long the writer's close() lets queued frames drain to readers.
 DEFAULT_LINGER = 5.0
 
@@ -76,11 +80,19 @@ class QueueWriter(MessageQueue):
         observer: QueueObserver | None = None,
         arena_slots: int = DEFAULT_SLOTS,
         arena_slot_bytes: int = DEFAULT_SLOT_BYTES,
+        large_objects: str = DEFAULT_LARGE_OBJECTS,
     ) -> None:
         """vLLM's parameters, in vLLM's order. ``enable_shm_tensor_arena``: large CPU
         tensors go through a shared tensor arena of ``arena_slots`` slots of
         ``arena_slot_bytes`` bytes (:mod:`verifiedring.arena`), only when every reader
-        is local (as vLLM's). ``observer`` sees every protocol step (traces)."""
+        is local (as vLLM's). ``large_objects``: how a message too large for one chunk
+        reaches local readers: ``"stream"``, through the ring as a run of chunks
+        (:mod:`.run`), or ``"socket"``, as a frame on the local socket after an
+        overflow marker. ``observer`` sees every protocol step (traces)."""
+        if large_objects not in LARGE_OBJECT_MODES:
+            raise MisuseError(
+                f"large_objects must be one of {LARGE_OBJECT_MODES}, got {large_objects!r}"
+            )
         ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
         n_remote = n_reader - n_local_reader
         if n_remote and connect_ip is None:
@@ -106,6 +118,7 @@ class QueueWriter(MessageQueue):
         self.max_chunk_bytes = max_chunk_bytes
         self.max_chunks = max_chunks
         self.remote_window = remote_window
+        self.large_objects = large_objects
         self.rank: int | None = None
         self._n_remote = n_remote
         self._key = new_key()
@@ -124,12 +137,19 @@ class QueueWriter(MessageQueue):
         self._credit: RemoteCredit | None = None
         self._curve: ServerKeys | None = None
         self._arena: ArenaWriter | None = None
+        self._run: RunWriter | None = None  # stream mode with local readers
+        self._spill: Spill | None = None  # ... and no remote reader: pickled into the run
         self._open((MisuseError, "call wait_until_ready() before enqueue()"))
         try:
             if n_local_reader:
                 self._ring = ShmRingBuffer(n_local_reader, max_chunk_bytes, max_chunks)
                 self._cursor = self._ring.writer(log_interval=self.log_interval)
                 self._local = LocalEndpoint(self._ctx, hwm_for_window(max_chunks + 1))
+                if large_objects == "stream":
+                    self._run = RunWriter(self._cursor, self._who)
+                    self._run.observer = observer
+                    if not n_remote:
+                        self._spill = Spill(self._run, max_chunk_bytes)
                 if enable_shm_tensor_arena and not n_remote:
                     self._arena = ArenaWriter(
                         n_local_reader, _next_seq_of(self), arena_slots, arena_slot_bytes
@@ -238,9 +258,19 @@ class QueueWriter(MessageQueue):
         """
         if self._refusal is not None:
             self._refuse()
-        p = self._serializer.dumps(obj)
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
+        run = self._run
+        if run is not None and run.active:
+            self._abort_run(run, "an earlier enqueue was interrupted mid-message", deadline)
         seq = self._seq
+        if self._spill is None:
+            p = self._serializer.dumps(obj)
+        else:
+            streamed = self._dump_into_ring(obj, seq, deadline, self._spill)
+            if streamed is None:
+                self._seq = seq + 1
+                return
+            p = streamed
         credit = self._credit
         if credit is not None and credit.needs_check(seq):
             # WriterSendRemoteFrame's guard (credit), checked before anything is published
@@ -248,8 +278,11 @@ class QueueWriter(MessageQueue):
         cursor = self._cursor
         overflow = False
         obs = self._observer
-        if cursor is not None:
-            overflow = not self._fits(_chunk_bytes(p))
+        fits = cursor is None or self._fits(_chunk_bytes(p))
+        if not fits and run is not None:
+            self._write_run(run, p, seq, deadline, obj)  # then the remote frame, below
+        elif cursor is not None:
+            overflow = not fits
             try:
                 # spec: WriterPublishChunk -- the object inline, or its overflow marker
                 with cursor.claim(deadline, self._watch) as chunk:
@@ -263,8 +296,9 @@ class QueueWriter(MessageQueue):
                 raise self._ring_stalled(cursor, seq, exc) from None
         elif obs is not None:
             obs.begin(WRITER_ACTOR)  # no local reader: the spec's publish touches no ring
-        if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, obj, overflow)
+        if obs is not None and (fits or run is None):
+            obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, obj,
+                    "overflow" if overflow else "inline")
         if overflow or credit is not None:
             parts = wire.frame_parts(seq, p)
             try:
@@ -280,6 +314,57 @@ class QueueWriter(MessageQueue):
                         f"({type(exc).__name__}) after it was published",
                     )
                 raise
+        self._seq = seq + 1
+
+    def _dump_into_ring(
+        self, obj: Any, seq: int, deadline: Deadline, spill: Spill
+    ) -> Pickled | None:
+        """``obj`` pickled: what fits one chunk is returned; a larger object is
+        pickled straight into a run of chunks (``None``: sent)."""
+        run = spill.run
+        spill.arm(seq, deadline, self._watch, obj)
+        try:
+            p = self._serializer.dump_into(obj, spill)
+        except MisuseError as exc:
+            if not run.active:
+                raise
+            self._abort_run(run, f"pickling raised {exc.__cause__!r}", deadline)
+            raise MisuseError(
+                f"{self._who()}: cannot serialize message seq {seq} (an object of type "
+                f"{type(obj).__module__}.{type(obj).__qualname__}): {exc.__cause__!r} after "
+                f"{run.part - 1} of its chunks were published; the message was aborted (every "
+                "reader raises MessageAbortedError for it)"
+            ) from exc.__cause__
+        except RingTimeoutError as exc:
+            if run.active:
+                raise
+            raise self._ring_stalled(run.cursor, seq, exc) from None
+        finally:
+            spill.disarm()
+        if p is None:
+            run.finish()
+        return p
+
+    def _write_run(
+        self, run: RunWriter, p: Pickled, seq: int, deadline: Deadline, obj: Any
+    ) -> None:
+        """``p`` (pickled already: remote readers need it whole) as a run of chunks."""
+        try:
+            run.begin(seq, deadline, self._watch, obj)
+        except RingTimeoutError as exc:
+            raise self._ring_stalled(run.cursor, seq, exc) from None
+        run.write_head(p[1])
+        run.write(p[0])
+        run.finish()
+
+    def _abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
+        """End the unfinished run with ABORT (remote readers get an ABORT frame):
+        its sequence number is used up. A timeout leaves the abort due."""
+        seq = run.seq
+        run.abort(reason, deadline)
+        if self._remote_sock is not None:
+            frame = [wire.HEADER.pack(wire.RUN_ABORT, seq, 0, 0), reason.encode("utf-8", "replace")]
+            self._send_all(None, frame, "", f"abort frame seq {seq}", seq)
         self._seq = seq + 1
 
     def _send_all(
@@ -339,6 +424,14 @@ class QueueWriter(MessageQueue):
             self._refuse()
         if self._shutdown_sent or self._refusal is not None:
             return  # before the handshake, or broken: nothing a reader could receive
+        run = self._run
+        if run is not None and run.active:
+            try:
+                self._abort_run(run, "the writer shut down mid-message", Deadline.after(
+                    self._linger_ms / 1000))
+            except RingTimeoutError as exc:
+                logger.warning("%s: shut down without aborting message seq %d mid-run: %s",
+                               self._who(), run.seq, exc)
         self._shutdown_sent = True
         self._refusal = (ClosedError, f"the queue was shut down after {self._seq} messages")
         header = [wire.control_header(wire.SHUTDOWN, self._seq)]

@@ -45,8 +45,10 @@ from ..steps import (
 from .launcher import Outcome, Supervisor, Task
 from .trace import _HEADER, _HEADER_SIZE, LOCK_TIMEOUT, TraceError, TraceLog, Verdict, replay
 
-#: rank (-1 the writer), step index in QUEUE_STEPS, overflow, sequence number, object number
+#: rank (-1 the writer), step index in QUEUE_STEPS, kind index, sequence number, object number
 _RECORD = struct.Struct("<bBBxxxxxqq")
+#: What a chunk step published or took (QueueObserver's ``kind``); "" for other steps.
+KINDS = ("", "inline", "overflow", "first", "more", "last", "abort")
 NO_OBJECT = -2  # the step moved no object
 DECODE_ERROR = -1
 
@@ -59,7 +61,7 @@ class QueueEvent:
     action: str
     seq: int
     obj: int  # identify(obj), DECODE_ERROR, or NO_OBJECT
-    overflow: bool
+    kind: str  # one of KINDS
 
     @property
     def actor(self) -> str:
@@ -67,7 +69,7 @@ class QueueEvent:
 
     def __str__(self) -> str:
         what = {NO_OBJECT: "", DECODE_ERROR: " DecodeError"}.get(self.obj, f" object {self.obj}")
-        kind = " (overflow)" if self.overflow else ""
+        kind = f" ({self.kind})" if self.kind else ""
         return f"{self.actor} {self.action} seq {self.seq}{what}{kind}"
 
 
@@ -75,8 +77,8 @@ def events_of(log: TraceLog) -> list[QueueEvent]:
     """The events of a queue trace log, in order."""
     out = []
     for record in log.records():
-        rd, action, overflow, seq, obj = _RECORD.unpack(record)
-        out.append(QueueEvent(rd, QUEUE_STEPS[action], seq, obj, bool(overflow)))
+        rd, action, kind, seq, obj = _RECORD.unpack(record)
+        out.append(QueueEvent(rd, QUEUE_STEPS[action], seq, obj, KINDS[kind]))
     return out
 
 
@@ -109,7 +111,7 @@ class QueueRecorder:
         self._held = True
 
     def end(
-        self, actor: str, action: str, seq: int, obj: object = None, overflow: bool = False
+        self, actor: str, action: str, seq: int, obj: object = None, kind: str = ""
     ) -> None:
         if not self._held:
             return
@@ -125,7 +127,7 @@ class QueueRecorder:
             _, count, dropped, folded = _HEADER.unpack_from(self._map, 0)
             start = _HEADER_SIZE + count * _RECORD.size
             self._map[start : start + _RECORD.size] = _RECORD.pack(
-                rd, QUEUE_STEPS.index(action), overflow, seq, number
+                rd, QUEUE_STEPS.index(action), KINDS.index(kind), seq, number
             )
             _HEADER.pack_into(self._map, 0, self._capacity, count + 1, dropped, folded)
         finally:
@@ -169,7 +171,7 @@ def tla_module(events: Sequence[QueueEvent]) -> str:
     for e in events:
         seq = e.seq if e.action in shut else e.seq + 1
         obj = {NO_OBJECT: 0, DECODE_ERROR: -1}.get(e.obj, e.obj + 1)
-        kind = "overflow" if e.overflow else "inline"
+        kind = e.kind
         rows.append(
             f'[actor |-> "{e.actor}", rd |-> {e.rd}, action |-> "{e.action}", '
             f'seq |-> {max(seq, 0)}, obj |-> {obj}, kind |-> "{kind}"]'

@@ -1,0 +1,320 @@
+"""Large objects streamed through the ring (``large_objects="stream"``): exact delivery
+of objects larger than a chunk and than the whole ring, the failure paths of a run
+(pickling raises mid-run, unpickling raises mid-run, interrupts on either side), remote
+readers beside it, and the writer's memory bound."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import pickle
+import threading
+import tracemalloc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from test_queue import Group
+
+from verifiedring import (
+    BrokenPeerError,
+    DecodeError,
+    MessageAbortedError,
+    MessageQueue,
+    MisuseError,
+)
+from verifiedring.queue import wire
+
+T = 20.0
+CHUNK = 4096
+CHUNKS = 4  # the ring holds 16 KiB: most objects below are larger than the whole ring
+
+
+@pytest.fixture
+def stream_group() -> Iterator[Callable[..., Group]]:
+    made: list[Group] = []
+
+    def make(n_local: int = 1, n_remote: int = 0, **kw: Any) -> Group:
+        kw.setdefault("large_objects", "stream")
+        g = Group(n_local, n_remote, max_chunk_bytes=CHUNK, max_chunks=CHUNKS, **kw)
+        made.append(g)
+        return g
+
+    yield make
+    for g in made:
+        g.close()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and pickle.dumps(a) == pickle.dumps(b)
+
+
+def _objects() -> list[Any]:
+    return [
+        ("small", 1),
+        (b"x" * 100_000, "bytes nested in a tuple"),
+        np.arange(50_000, dtype=np.int64),  # out of band while it fits, else in band
+        list(range(20_000)),
+        b"y" * 300_000,  # a top-level bytes: out of band
+        {"a": np.ones((64, 64)), "b": "text" * 5000},
+        "x" * (CHUNK - 200),  # just fits one chunk: INLINE
+        "tail",
+    ]
+
+
+def _exchange(g: Group, send: Callable[[], None], n: int) -> list[list[Any]]:
+    """Run ``send`` in a thread while every reader dequeues ``n`` results (objects or
+    the exceptions dequeue raised), in order."""
+    got: list[list[Any]] = [[] for _ in g.readers]
+
+    def read(i: int) -> None:
+        for _ in range(n):
+            try:
+                got[i].append(g.readers[i].dequeue(timeout=T))
+            except DecodeError as exc:
+                got[i].append(exc)
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(len(g.readers))]
+    writer = threading.Thread(target=send)
+    for t in [writer, *threads]:
+        t.start()
+    for t in [writer, *threads]:
+        t.join(2 * T)
+        assert not t.is_alive()
+    return got
+
+
+def test_objects_larger_than_the_ring_arrive_whole_in_order(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(2)
+    objs = _objects()
+
+    def send() -> None:
+        for o in objs:
+            g.writer.enqueue(o, timeout=T)
+
+    got = _exchange(g, send, len(objs))
+    for per_reader in got:
+        assert len(per_reader) == len(objs)
+        for sent, received in zip(objs, per_reader, strict=True):
+            assert _same(sent, received)
+
+
+class _Unpicklable:
+    def __reduce__(self) -> Any:
+        raise TypeError("refuses to be pickled")
+
+
+def _raise_on_load() -> Any:
+    raise ValueError("refuses to be rebuilt")
+
+
+class _FailsToLoad:
+    def __reduce__(self) -> Any:
+        return (_raise_on_load, ())
+
+
+def test_pickling_that_raises_mid_run_aborts_that_message_only(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(2)
+    errors: list[BaseException] = []
+
+    def send() -> None:
+        g.writer.enqueue(("before", b"a" * 50_000), timeout=T)
+        try:  # 100 KB (written as itself, past the pickler's 64 KiB frame) published
+            # in chunks before the pickler reaches the bad object
+            g.writer.enqueue([b"b" * 100_000, _Unpicklable()], timeout=T)
+        except MisuseError as exc:
+            errors.append(exc)
+        g.writer.enqueue(("after", b"c" * 50_000), timeout=T)
+
+    got = _exchange(g, send, 3)
+    assert len(errors) == 1 and "aborted" in str(errors[0]) and "seq 1" in str(errors[0])
+    for per_reader in got:
+        assert per_reader[0] == ("before", b"a" * 50_000)
+        assert isinstance(per_reader[1], MessageAbortedError) and per_reader[1].seq == 1
+        assert "refuses to be pickled" in str(per_reader[1])
+        assert per_reader[2] == ("after", b"c" * 50_000)
+
+
+def test_unpickling_that_raises_mid_run_skips_to_the_runs_end(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(1)
+    objs = [[b"p" * 30_000, _FailsToLoad(), b"q" * 30_000], "next", [b"r" * 40_000]]
+
+    def send() -> None:
+        for o in objs:
+            g.writer.enqueue(o, timeout=T)
+
+    (got,) = _exchange(g, send, 3)
+    assert isinstance(got[0], DecodeError) and not isinstance(got[0], MessageAbortedError)
+    assert got[0].seq == 0 and "refuses to be rebuilt" in str(got[0])
+    assert got[1:] == ["next", [b"r" * 40_000]]
+
+
+class _InterruptsPickling:
+    def __reduce__(self) -> Any:
+        raise KeyboardInterrupt
+
+
+def test_a_writer_interrupted_mid_pickling_aborts_the_run_at_its_next_call(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(1)
+
+    def send() -> None:
+        with pytest.raises(KeyboardInterrupt):
+            g.writer.enqueue([b"i" * 100_000, _InterruptsPickling()], timeout=T)
+        g.writer.enqueue("next", timeout=T)
+
+    (got,) = _exchange(g, send, 2)
+    assert isinstance(got[0], MessageAbortedError) and got[0].seq == 0
+    assert "interrupted" in str(got[0])
+    assert got[1] == "next"
+
+
+def test_a_run_interrupted_while_waiting_for_room_aborts_for_remote_readers_too(
+    stream_group: Callable[..., Group],
+) -> None:
+    """Remote readers need the whole pickle, so nothing can fail mid-pickling; the run
+    can still be interrupted mid-way (here: while it waits for room, the readers not
+    reading yet). The remote reader then gets an ABORT frame for that message."""
+    g = stream_group(1, 1)
+    writer = g.writer
+    interrupted = threading.Event()
+    watch = writer._watch
+
+    def interrupting_watch() -> None:
+        run = writer._run
+        if run is not None and run.part > 0 and not interrupted.is_set():
+            interrupted.set()
+            raise KeyboardInterrupt
+        watch()
+
+    writer._watch = interrupting_watch  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        writer.enqueue(b"w" * 100_000, timeout=T)  # 25 chunks: blocks after 4
+    assert interrupted.is_set() and writer._run is not None and writer._run.active
+
+    got = _exchange(g, lambda: writer.enqueue("next", timeout=T), 2)
+    for per_reader in got:
+        assert isinstance(per_reader[0], MessageAbortedError) and per_reader[0].seq == 0
+        assert "interrupted" in str(per_reader[0])
+        assert per_reader[1] == "next"
+
+
+class _InterruptsLoading:
+    def __reduce__(self) -> Any:
+        return (_interrupt, ())
+
+
+def _interrupt() -> Any:
+    raise KeyboardInterrupt
+
+
+def test_a_reader_interrupted_mid_run_skips_its_rest_at_the_next_dequeue(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(1)
+    reader = g.readers[0]
+    sent = threading.Event()
+
+    def send() -> None:
+        g.writer.enqueue([_InterruptsLoading(), b"z" * 60_000], timeout=T)
+        g.writer.enqueue("next", timeout=T)
+        sent.set()
+
+    writer = threading.Thread(target=send)
+    writer.start()
+    with pytest.raises(KeyboardInterrupt):
+        reader.dequeue(timeout=T)
+    assert reader.dequeue(timeout=T) == "next"
+    writer.join(T)
+    assert sent.is_set()
+
+
+def test_local_and_remote_readers_get_the_same_objects(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(1, 1)
+    objs = _objects()
+
+    def send() -> None:
+        for o in objs:
+            g.writer.enqueue(o, timeout=T)
+
+    got = _exchange(g, send, len(objs))
+    for per_reader in got:
+        assert [_same(a, b) for a, b in zip(objs, per_reader, strict=True)] == [True] * len(objs)
+
+
+def test_a_broken_run_is_refused_naming_the_chunk(stream_group: Callable[..., Group]) -> None:
+    g = stream_group(1)
+    run = g.writer._run
+    assert run is not None
+    run.begin(0, wire_deadline(), lambda: None, None)
+    run.write(b"\0" * (2 * CHUNK))  # FIRST and MORE published, the third chunk held
+    run.seq = 5  # ... and it claims to belong to another message
+    run.finish()
+    with pytest.raises(BrokenPeerError, match=r"in ring chunk 2 got RUN_LAST seq 5 part 2, "
+                       r"expected part 2 \(RUN_MORE, RUN_LAST or RUN_ABORT\) of message seq 0"):
+        g.readers[0].dequeue(timeout=T)
+    with pytest.raises(BrokenPeerError):  # broken for good
+        g.readers[0].dequeue(timeout=0)
+
+
+def wire_deadline() -> Any:
+    from verifiedring.waiting import Deadline
+
+    return Deadline.after(T)
+
+
+def test_large_objects_must_name_a_mode() -> None:
+    with pytest.raises(MisuseError, match="large_objects must be one of"):
+        MessageQueue(1, 1, large_objects="ring")
+
+
+def _drain(handle: Any, n: int, conn: Any) -> None:
+    reader = MessageQueue.create_from_handle(handle, 1)
+    reader.wait_until_ready(T)
+    sizes = [len(reader.dequeue(timeout=T)[0]) for _ in range(n)]
+    conn.send(sizes)
+    reader.close()
+
+
+def test_writer_memory_does_not_grow_with_the_object() -> None:
+    """A 32 MiB object (bytes nested in a tuple: pickled in band) streams through a
+    64 KiB ring with the writer's traced allocations below two chunks plus the
+    pickler's 64 KiB frame: no whole-object copy."""
+    writer = MessageQueue(1, 1, [1], max_chunk_bytes=64 * 1024, max_chunks=4,
+                          large_objects="stream")
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_drain, args=(writer.export_handle(), 2, child))
+    proc.start()
+    try:
+        writer.wait_until_ready(T)
+        big = (b"m" * (32 * 1024 * 1024),)
+        writer.enqueue(big, timeout=T)  # warm-up: the pickler and the run exist
+        tracemalloc.start()
+        writer.enqueue(big, timeout=T)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert parent.poll(T) and parent.recv() == [32 * 1024 * 1024] * 2
+        assert peak < 2 * 64 * 1024 + 64 * 1024 + 32 * 1024, peak
+    finally:
+        proc.join(T)
+        writer.close()
+
+
+def test_the_run_kinds_are_named() -> None:
+    assert [wire.kind_name(k) for k in (5, 6, 7, 8)] == [
+        "RUN_FIRST", "RUN_MORE", "RUN_LAST", "RUN_ABORT"
+    ]
