@@ -31,7 +31,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from support.fakes import HeldSocket
 
-from verifiedring import ClosedError, MessageQueue, MisuseError, RingTimeoutError
+from verifiedring import (
+    ClosedError,
+    DecodeError,
+    MessageAbortedError,
+    MessageQueue,
+    MisuseError,
+    RingTimeoutError,
+)
 
 CHUNK = 1024
 MAX_CHUNKS = 2
@@ -60,7 +67,7 @@ class _Fired:
         pass
 
     def end(
-        self, actor: str, action: str, seq: int, obj: object = None, overflow: bool = False
+        self, actor: str, action: str, seq: int, obj: object = None, kind: str = ""
     ) -> None:
         self.counts[action] += 1
 
@@ -350,4 +357,145 @@ def test_queue_machine_fired_every_action() -> None:
         pytest.skip("TestQueueMachine did not run in this process")
     print(f"queue machine fired: {dict(sorted(QueueMachine.fired.items()))}")
     low = {a: (QueueMachine.fired[a], n) for a, n in FLOORS.items() if QueueMachine.fired[a] < n}
+    assert not low, f"actions below their floor (fired, floor): {low}"
+
+
+# --- runs: large objects streamed through the ring ------------------------------------
+
+RUN_CHUNK = 16 * 1024
+RUN_CHUNKS = 8  # 128 KiB: every object below fits the empty ring, so one thread suffices
+
+
+class _Unpicklable:
+    def __reduce__(self) -> Any:
+        raise TypeError("refuses to be pickled")
+
+
+def _raise_on_load() -> Any:
+    raise ValueError("refuses to be rebuilt")
+
+
+class _FailsToLoad:
+    def __reduce__(self) -> Any:
+        return (_raise_on_load, ())
+
+
+run_payloads = st.one_of(
+    st.integers(0, 100_000).map(lambda n: (b"\x02" * n, n)),  # inline or a run, in band
+    st.integers(0, 12_000).map(lambda n: np.arange(n, dtype=np.int64)),  # oob, or a run
+    st.integers(1, 8_000).map(lambda n: list(range(n))),  # many small pickler writes
+)
+
+
+class RunMachine(RuleBasedStateMachine):
+    """The real writer in ``large_objects="stream"`` mode and one local reader: objects
+    inline or as runs (in-band and out-of-band data), runs aborted by a pickling error
+    past the pickler's first 64 KiB frame, runs whose unpickling fails mid-way; the
+    reader must return each object exactly, raise MessageAbortedError / DecodeError for
+    exactly those messages, and go on with the next."""
+
+    ACTIONS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "WriterPublishRunChunk": ("WriterPublishRunChunk", "WriterPublishChunk"),
+        "WriterAbortRun": ("WriterAbortRun",),
+        "ReaderReadRunChunk": ("ReaderReadRunChunk", "ReaderReleaseRunChunk", "ReaderTakeChunk"),
+    }
+    fired: ClassVar[Counter[str]] = Counter()
+
+    def __init__(self) -> None:
+        super().__init__()
+        seen = _Fired(RunMachine.fired)
+        self.writer = MessageQueue(
+            1, 1, [0], max_chunk_bytes=RUN_CHUNK, max_chunks=RUN_CHUNKS,
+            large_objects="stream", observer=seen,
+        )
+        self.reader = MessageQueue.create_from_handle(self.writer.export_handle(), 0,
+                                                      observer=seen)
+        for q in (self.writer, self.reader):
+            q.wait_until_ready(PATIENT)
+        #: What the reader must give for each message: ("ok", pickle), ("aborted",),
+        #: ("decode",).
+        self.expected: list[tuple[Any, ...]] = []
+        self.got = 0
+
+    def drained(self) -> bool:
+        return self.got == len(self.expected)
+
+    @precondition(lambda self: self.drained())
+    @rule(obj=run_payloads, fails_to_load=st.booleans())
+    def WriterPublishRunChunk(self, obj: Any, fails_to_load: bool) -> None:
+        if fails_to_load:
+            self.writer.enqueue([obj, _FailsToLoad(), obj], timeout=0)
+            self.expected.append(("decode",))
+        else:
+            self.writer.enqueue(obj, timeout=0)
+            self.expected.append(("ok", encoded(obj)))
+
+    @precondition(lambda self: self.drained())
+    @rule(prefix=st.sampled_from([100, 70_000, 100_000]))
+    def WriterAbortRun(self, prefix: int) -> None:
+        try:
+            self.writer.enqueue([b"\x03" * prefix, _Unpicklable()], timeout=0)
+        except MisuseError as exc:
+            if prefix >= 64 * 1024:  # the pickler wrote its first frame: a run was begun
+                assert "was aborted" in str(exc) and "refuses to be pickled" in str(exc)
+                self.expected.append(("aborted",))
+            else:
+                assert "nothing was sent" in str(exc)
+        else:
+            raise AssertionError("an unpicklable object was accepted")
+
+    @rule(patient=st.booleans())
+    def ReaderReadRunChunk(self, patient: bool) -> None:
+        if self.drained():
+            try:
+                self.reader.dequeue(timeout=BRIEF if patient else 0)
+            except RingTimeoutError:
+                return
+            raise AssertionError("the reader returned a message that was never sent")
+        want = self.expected[self.got]
+        self.got += 1
+        try:
+            obj = self.reader.dequeue(timeout=PATIENT)
+        except MessageAbortedError as exc:
+            assert want == ("aborted",) and exc.seq == self.got - 1, (want, exc)
+            return
+        except DecodeError as exc:
+            assert want == ("decode",) and exc.seq == self.got - 1, (want, exc)
+            assert "refuses to be rebuilt" in str(exc)
+            return
+        assert want == ("ok", encoded(obj)), f"message {self.got - 1} differs"
+
+    def teardown(self) -> None:
+        try:
+            while not self.drained():
+                self.ReaderReadRunChunk(True)
+            self.ReaderReadRunChunk(False)
+        finally:
+            self.reader.close()
+            self.writer.close()
+
+
+RunMachine.TestCase.settings = settings(
+    derandomize=os.environ.get("CI") == "true",
+    max_examples=30,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestRunMachine = RunMachine.TestCase
+
+RUN_FLOORS = {
+    "WriterPublishRunChunk": 30, "WriterAbortRun": 3, "ReaderReadRunChunk": 30,
+    "ReaderReleaseRunChunk": 30, "ReaderTakeChunk": 20, "WriterPublishChunk": 5,
+}
+
+
+def test_run_machine_fired_every_action() -> None:
+    """Runs after TestRunMachine in the same process (same module, in order)."""
+    if not RunMachine.fired:
+        import pytest
+
+        pytest.skip("TestRunMachine did not run in this process")
+    print(f"run machine fired: {dict(sorted(RunMachine.fired.items()))}")
+    low = {a: (RunMachine.fired[a], n) for a, n in RUN_FLOORS.items() if RunMachine.fired[a] < n}
     assert not low, f"actions below their floor (fired, floor): {low}"

@@ -180,14 +180,17 @@ def test_ring_machine_rules_are_the_steps() -> None:
     )
 
 
-def test_queue_machine_drives_every_queue_action() -> None:
-    rules, actions = machine_rules("test_queue_stateful.py", "QueueMachine")
-    protocol_rules = {r for r in rules if r[0].isupper()}  # lower-case: the environment
-    assert protocol_rules <= set(steps.QUEUE_STEPS), protocol_rules - set(steps.QUEUE_STEPS)
-    for rule_name in protocol_rules:
-        assert actions.get(rule_name, ())[:1] == (rule_name,), f"ACTIONS[{rule_name!r}]"
-    assert set(actions) - {"__init__"} == protocol_rules
-    driven = {a for acts in actions.values() for a in acts}
+def test_queue_machines_drive_every_queue_action() -> None:
+    """QueueMachine (socket overflow, remote reader) and RunMachine (runs) together."""
+    driven: set[str] = set()
+    for machine in ("QueueMachine", "RunMachine"):
+        rules, actions = machine_rules("test_queue_stateful.py", machine)
+        protocol_rules = {r for r in rules if r[0].isupper()}  # lower-case: the environment
+        assert protocol_rules <= set(steps.QUEUE_STEPS), protocol_rules - set(steps.QUEUE_STEPS)
+        for rule_name in protocol_rules:
+            assert actions.get(rule_name, ())[:1] == (rule_name,), f"ACTIONS[{rule_name!r}]"
+        assert set(actions) - {"__init__"} == protocol_rules
+        driven |= {a for acts in actions.values() for a in acts}
     assert driven == set(steps.QUEUE_STEPS), (
         f"not driven: {sorted(set(steps.QUEUE_STEPS) - driven)}; "
         f"not actions: {sorted(driven - set(steps.QUEUE_STEPS))}"
