@@ -10,6 +10,10 @@
   and ``multiprocessing.Pipe``; vLLM's MessageQueue too when vLLM is installed.
 * **throughput vs readers**: the writer streams N 1 KiB objects to R = 1..3
   readers; messages per second per reader.
+* **large objects** (1 MiB chunks): a 2 MiB object (``bytes`` nested in a tuple)
+  round trip, and a 64 MiB one broadcast to 3 readers (GB/s per reader), through the
+  ring as a run (``verifiedring-stream``), over the local socket
+  (``verifiedring-socket``) and through vLLM's overflow socket.
 * **idle wake-up**: :mod:`bench.idle_wakeup` (idle reader CPU; first message after
   an idle gap), futex sleep against the doubling sleep in the same run.
 
@@ -38,6 +42,8 @@ ACK = b"k"
 SIZES = (64, 1024, 64 * 1024, 1024 * 1024)
 CHUNK = 2 * 1024 * 1024 + 4096  # every payload fits a chunk: the ring path, not overflow
 SLOTS = 8
+LARGE_CHUNK = 1024 * 1024  # objects above it: a run, or the overflow socket
+LARGE_MODES = {"verifiedring-stream": "stream", "verifiedring-socket": "socket"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--readers", type=int, default=3, help="most readers")
     parser.add_argument("--no-idle", action="store_true", help="skip the idle wake-up bench")
     parser.add_argument("--no-plots", action="store_true", help="JSON only")
+    parser.add_argument("--only-large", action="store_true",
+                        help="only the large-object section (quick)")
 
 
 def _vllm_message_queue() -> Any:
@@ -73,18 +81,21 @@ def _queue_type(transport: str) -> Any:
     return MessageQueue
 
 
-def _new_queue(transport: str, n: int) -> Any:
+def _new_queue(transport: str, n: int, chunk: int) -> Any:
     """A writer for ``n`` readers: local ring, or remote over loopback TCP."""
     mq = _queue_type(transport)
     if transport == "verifiedring-remote":
-        return mq(n, 0, connect_ip="127.0.0.1", max_chunk_bytes=CHUNK, max_chunks=SLOTS)
-    return mq(n, n, max_chunk_bytes=CHUNK, max_chunks=SLOTS)
+        return mq(n, 0, connect_ip="127.0.0.1", max_chunk_bytes=chunk, max_chunks=SLOTS)
+    if transport in LARGE_MODES:
+        return mq(n, n, max_chunk_bytes=chunk, max_chunks=SLOTS,
+                  large_objects=LARGE_MODES[transport])
+    return mq(n, n, max_chunk_bytes=chunk, max_chunks=SLOTS)
 
 
 class _Channels:
     """The writer's side: one forward channel to every reader, one back from each."""
 
-    def __init__(self, transport: str, n: int, ctx: Any) -> None:
+    def __init__(self, transport: str, n: int, ctx: Any, chunk: int) -> None:
         self.transport, self.n = transport, n
         self.backs: list[Any] = []
         if transport == "pipe":
@@ -98,7 +109,7 @@ class _Channels:
             self.backs = [FloorRing(1, 4096, SLOTS) for _ in range(n)]
             self.child_args = [(self.fwd.name, b.name) for b in self.backs]
         else:
-            self.fwd = _new_queue(transport, n)
+            self.fwd = _new_queue(transport, n, chunk)
             self.handles = ctx.Queue()
             self.child_args = [(self.fwd.export_handle(), self.handles) for _ in range(n)]
 
@@ -201,9 +212,11 @@ def _reader(transport: str, args: Any, r: int, n: int, plan: list[tuple[int, int
     return got
 
 
-def _run(transport: str, n: int, plan: list[tuple[int, int]], drive: Any) -> Any:
+def _run(
+    transport: str, n: int, plan: list[tuple[int, int]], drive: Any, chunk: int = CHUNK
+) -> Any:
     ctx = mp.get_context("spawn")
-    ch = _Channels(transport, n, ctx)
+    ch = _Channels(transport, n, ctx, chunk)
     try:
         tasks = [Task(_reader, (transport, ch.child_args[r], r, n, plan), name=f"reader {r}")
                  for r in range(n)]
@@ -235,6 +248,27 @@ def roundtrip(transport: str, n: int, size: int, rounds: int) -> dict[str, Any]:
     qs = statistics.quantiles(times, n=10)
     return {"transport": transport, "readers": n, "size": size,
             "p50_us": statistics.median(times) * 1e6, "p90_us": qs[8] * 1e6}
+
+
+def large(transport: str, n: int, size: int, rounds: int) -> dict[str, Any]:
+    """Round trips of a ``size``-byte ``bytes`` nested in a tuple to ``n`` readers over
+    1 MiB chunks: p50, and the bytes each reader received per second."""
+    payload = (os.urandom(size),)
+
+    def drive(ch: _Channels) -> list[float]:
+        times = []
+        for i in range(rounds + 2):
+            t = time.perf_counter()
+            ch.send(payload)
+            ch.gather()
+            if i >= 2:
+                times.append(time.perf_counter() - t)
+        return times
+
+    times = _run(transport, n, [(rounds + 2, 1)], drive, LARGE_CHUNK)
+    p50 = statistics.median(times)
+    return {"transport": transport, "readers": n, "size": size, "p50_us": p50 * 1e6,
+            "gb_per_s_per_reader": size / p50 / 1e9}
 
 
 def stream(transport: str, n: int, count: int) -> dict[str, Any]:
@@ -276,12 +310,28 @@ def _ratios(rows: list[dict[str, Any]], key: str, base: str) -> None:
             r[f"ratio_to_{base}"] = round(r[key] / ref, 3)
 
 
+def measure_large(args: argparse.Namespace) -> list[dict[str, Any]]:
+    larges = []
+    large_transports = [*LARGE_MODES, *(["vllm"] if "vllm" in TRANSPORTS else [])]
+    for n, size, rounds in ((1, 2 * 1024 * 1024, args.rounds // 10), (3, 64 * 1024 * 1024, 5)):
+        for t in large_transports:
+            print(f"large object {t} {size >> 20} MiB x {n} readers ...", flush=True)
+            larges.append(large(t, n, size, max(rounds, 5)))
+    for base in ("verifiedring-socket", "vllm"):
+        _ratios(larges, "p50_us", base)
+    return larges
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "machine": machine(),
         "vllm": "installed" if "vllm" in TRANSPORTS else "not installed: no vLLM baseline",
     }
-    rows = []
+    rows: list[dict[str, Any]] = []
+    report["roundtrip"], report["stream"] = rows, []
+    if args.only_large:
+        report["large"] = measure_large(args)
+        return report
     for size in SIZES:
         rounds = args.rounds if size <= 1024 else max(args.rounds // (size // 1024), 100)
         for t in TRANSPORTS:
@@ -302,6 +352,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     for base in ("floor", "vllm"):
         _ratios(streams, "msgs_per_s", base)
     report["stream"] = streams
+    report["large"] = measure_large(args)
     if not args.no_idle:
         from . import idle_wakeup
 
@@ -373,6 +424,10 @@ def main(args: argparse.Namespace) -> int:
     for r in report["stream"]:
         print(f"  stream {r['transport']:20s} R={r['readers']}  {r['msgs_per_s']:10.0f} msg/s  "
               f"x floor {r.get('ratio_to_floor')}")
+    for r in report["large"]:
+        print(f"  large {r['transport']:20s} R={r['readers']} {r['size'] >> 20:>3d} MiB  "
+              f"p50 {r['p50_us']:9.0f} us  {r['gb_per_s_per_reader']:5.2f} GB/s/reader  "
+              f"x vllm {r.get('ratio_to_vllm')}")
     if not args.no_plots:
         for p in plot(report, out):
             print(f"wrote {p}")

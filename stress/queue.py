@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-chunk-bytes", type=int, default=40 * 1024, metavar="B")
     parser.add_argument("--max-chunks", type=int, default=2, metavar="K")
     parser.add_argument("--remote-window", type=int, default=64, metavar="W")
+    parser.add_argument(
+        "--large-objects", choices=("socket", "stream"), default="socket",
+        help="objects above a chunk: the local socket, or streamed through the ring",
+    )
     parser.add_argument("--pause-prob", type=float, default=0.02)
     parser.add_argument("--max-pause", type=float, default=500e-6, metavar="S")
     parser.add_argument("--stall-timeout", type=float, default=20.0, metavar="S")
@@ -170,6 +174,7 @@ def run(cfg: Config, args: argparse.Namespace) -> dict[str, Any]:
         n_local + n_remote, n_local, local_ranks,
         max_chunk_bytes=args.max_chunk_bytes, max_chunks=args.max_chunks,
         connect_ip="127.0.0.1" if n_remote else None, remote_window=args.remote_window,
+        large_objects=args.large_objects,
     ) as w, ExitStack() as stack:
         handle = w.export_handle()
         summary["segment"] = handle.buffer_handle.name if handle.buffer_handle else None

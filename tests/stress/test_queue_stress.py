@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
 from support.stress_cli import run_stress
 from support.stress_plan import PLAN, checked
+
+from stress.queue import make_object
 
 
 @pytest.mark.stress
@@ -35,3 +38,41 @@ def test_exact_delivery_local_and_remote(label: str, readers: int, remote_window
     assert set(received.values()) == {objects}
     assert summary["segment_left"] is False
     report_checked(label, checked(label), readers + 1, float(summary["seconds"]))
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize(
+    "label,readers,remote",
+    [("queue streamed runs, 3 local, objects > ring", 3, 0),
+     ("queue streamed runs, 2 local + 1 remote", 2, 1)],
+    ids=["stream-3-local", "stream-2-local-1-remote"],
+)
+def test_exact_delivery_of_runs_larger_than_the_ring(label: str, readers: int, remote: int,
+                                                      report_checked: Any) -> None:
+    """``large_objects="stream"`` over an 80 KiB ring (2 chunks of 40 KiB): about one
+    object in seven is larger than the whole ring (up to 300 KB), so it only gets
+    through while the readers consume its first chunks."""
+    objects = PLAN[label][2]
+    larger = sum(_size(make_object(readers * 53, k)) > 2 * 40 * 1024 for k in range(objects))
+    assert larger > objects // 10
+    summary = run_stress(
+        "queue",
+        "--readers", str(readers),
+        "--remote", str(remote),
+        "--objects", str(objects),
+        "--max-chunk-bytes", str(40 * 1024),
+        "--max-chunks", "2",
+        "--large-objects", "stream",
+        "--seed", str(readers * 53),
+    )  # fmt: skip
+    assert summary["ok"], summary["errors"]
+    assert summary["sent"] == objects
+    received = summary["received"]
+    assert isinstance(received, dict) and len(received) == readers + remote == PLAN[label][1]
+    assert set(received.values()) == {objects}
+    assert summary["segment_left"] is False
+    report_checked(label, checked(label), readers + remote, float(summary["seconds"]))
+
+
+def _size(obj: Any) -> int:
+    return len(pickle.dumps(obj, protocol=5))

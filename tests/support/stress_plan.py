@@ -13,6 +13,8 @@ PLAN: dict[str, tuple[str, int, int]] = {
     "ring bulk": ("ring", 3, 320_000),
     "queue 1 local + 1 remote": ("queue", 2, 5_000),
     "queue 3 local + 1 remote, tight window": ("queue", 4, 5_000),
+    "queue streamed runs, 3 local, objects > ring": ("queue", 3, 20_000),
+    "queue streamed runs, 2 local + 1 remote": ("queue", 3, 10_000),
     "gloo 2 ranks": ("gloo", 1, 200),
 }
 
