@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import pickle
 import threading
+import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,10 +23,14 @@ from verifiedring import (
     MessageAbortedError,
     MessageQueue,
     MisuseError,
+    VerifiedRingError,
 )
 from verifiedring.queue import wire
 
 T = 20.0
+#: How long an exchange may take in all (each takes well under a second); a reader
+#: left mid-run by a broken writer waits without a deadline, so this ends the test.
+JOIN = 8.0
 CHUNK = 4096
 CHUNKS = 4  # the ring holds 16 KiB: most objects below are larger than the whole ring
 
@@ -77,14 +82,17 @@ def _exchange(g: Group, send: Callable[[], None], n: int) -> list[list[Any]]:
                 got[i].append(g.readers[i].dequeue(timeout=T))
             except DecodeError as exc:
                 got[i].append(exc)
+            except VerifiedRingError as exc:  # anything else ends this reader's run
+                got[i].append(exc)
+                return
 
     threads = [threading.Thread(target=read, args=(i,)) for i in range(len(g.readers))]
     writer = threading.Thread(target=send)
     for t in [writer, *threads]:
         t.start()
     for t in [writer, *threads]:
-        t.join(2 * T)
-        assert not t.is_alive()
+        t.join(JOIN)
+        assert not t.is_alive(), f"{t.name} still running after {JOIN} s"
     return got
 
 
@@ -238,6 +246,31 @@ def test_a_reader_interrupted_mid_run_skips_its_rest_at_the_next_dequeue(
     assert reader.dequeue(timeout=T) == "next"
     writer.join(T)
     assert sent.is_set()
+
+
+def _pause() -> None:
+    time.sleep(0.3)  # the writer, streaming the rest, runs meanwhile
+
+
+class _PausesTheReader:
+    def __reduce__(self) -> Any:
+        return (_pause, ())
+
+
+def test_a_chunk_is_released_only_once_its_bytes_are_consumed(
+    stream_group: Callable[..., Group],
+) -> None:
+    """The unpickler pauses while the chunk it is in still holds the start of the next
+    bytes (not yet copied out). The writer, streaming those bytes, must wait for that
+    chunk: were it released already (when its header was read), the writer would lap
+    the ring and overwrite it before the reader copies it."""
+    g = stream_group(1)
+    pattern = bytes(range(256)) * 400  # 100 KiB, no two chunks alike
+    obj = [b"a" * 6000, _PausesTheReader(), pattern]
+
+    (got,) = _exchange(g, lambda: g.writer.enqueue(obj, timeout=T), 1)
+    assert got[0][0] == b"a" * 6000 and got[0][1] is None
+    assert got[0][2] == pattern
 
 
 def test_local_and_remote_readers_get_the_same_objects(
