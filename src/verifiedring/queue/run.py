@@ -19,8 +19,10 @@ than the whole ring. ``spec/MessageQueue.tla`` models the run:
 
 * ``WriterPublishRunChunk`` -- :meth:`RunWriter._publish` (FIRST, MORE, LAST);
 * ``WriterAbortRun`` -- :meth:`RunWriter.abort`: pickling raised after some
-  chunks were published, or an asynchronous exception left a run unfinished
-  (then the next call on the writer aborts it first). The ABORT chunk carries
+  chunks were published, or an asynchronous exception (KeyboardInterrupt)
+  landed mid-run: in the chunk being filled at once, or -- landed while the
+  writer waited for room -- at the start of its next call (enqueue, shutdown,
+  close). The ABORT chunk carries
   the reason; every reader raises :class:`~verifiedring.errors.MessageAbortedError`
   for that message, and ``seq`` is used up;
 * ``ReaderReadRunChunk`` -- :meth:`RunReader._next`: the next chunk must be
@@ -111,6 +113,11 @@ class RunWriter:
         self._chunk = chunk
         self._end = len(chunk)
         self._off = _HEADER_BYTES
+
+    @property
+    def holding(self) -> bool:
+        """A claimed chunk is being filled (an ABORT can go in it without a wait)."""
+        return self._chunk is not None
 
     def write(self, b: Any) -> int:
         """Append ``b``'s bytes to the run: fill the chunk, publish it when full and

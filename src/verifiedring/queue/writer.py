@@ -261,7 +261,7 @@ class QueueWriter(MessageQueue):
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
         run = self._run
         if run is not None and run.active:
-            self._abort_run(run, "an earlier enqueue was interrupted mid-message", deadline)
+            self._abort_run(run, "the writer was interrupted mid-message", deadline)
         seq = self._seq
         if self._spill is None:
             p = self._serializer.dumps(obj)
@@ -339,11 +339,20 @@ class QueueWriter(MessageQueue):
             if run.active:
                 raise
             raise self._ring_stalled(run.cursor, seq, exc) from None
+        except BaseException as exc:  # KeyboardInterrupt and the like
+            self._abort_if_holding(run, exc)
+            raise
         finally:
             spill.disarm()
         if p is None:
             run.finish()
         return p
+
+    def _abort_if_holding(self, run: RunWriter, exc: BaseException) -> None:
+        """An asynchronous exception mid-run: if the run holds a chunk, ABORT goes in it
+        now (no wait); else the abort is due at the next call."""
+        if run.active and run.holding:
+            self._abort_run(run, f"the writer was interrupted ({type(exc).__name__})", FOREVER)
 
     def _write_run(
         self, run: RunWriter, p: Pickled, seq: int, deadline: Deadline, obj: Any
@@ -353,8 +362,12 @@ class QueueWriter(MessageQueue):
             run.begin(seq, deadline, self._watch, obj)
         except RingTimeoutError as exc:
             raise self._ring_stalled(run.cursor, seq, exc) from None
-        run.write_head(p[1])
-        run.write(p[0])
+        try:
+            run.write_head(p[1])
+            run.write(p[0])
+        except BaseException as exc:
+            self._abort_if_holding(run, exc)
+            raise
         run.finish()
 
     def _abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
