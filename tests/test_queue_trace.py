@@ -90,3 +90,29 @@ def test_runs_of_queue_mutants_are_rejected(mutant: str, actor: str, action: str
     assert verdict.result == "ReplayAgreeInv", verdict.describe()
     assert verdict.event is not None and verdict.event.actor.startswith(actor)
     assert verdict.event.action == action
+
+
+@pytest.mark.parametrize(
+    ("n_remote", "abort_at", "chunk_bytes", "runs"),
+    [(1, -1, 256, 8), (0, 10, 4096, 1)], ids=["runs-and-remote", "runs-and-abort"],
+)
+def test_a_real_run_with_streamed_runs_is_a_behavior_of_the_spec(
+    n_remote: int, abort_at: int, chunk_bytes: int, runs: int
+) -> None:
+    """``large_objects="stream"``. With 256-byte chunks, every third object (but the
+    ones that fail to unpickle) is a run of 2-3 chunks, interleaved with the remote
+    reader's frames. With 4 KiB chunks and no remote reader, message 10's pickling
+    raises 70 KB into its run: ABORT after ~18 chunks."""
+    cfg = QueueRunConfig(30, n_remote=n_remote, decode_fail_every=DECODE_FAIL_EVERY,
+                         large_objects="stream", abort_at=abort_at, chunk_bytes=chunk_bytes)
+    rec = record_queue_run(cfg)
+    assert rec.ok, (rec.writer_error, [o.describe() for o in rec.outcomes])
+    counts = Counter(e.action for e in rec.events)
+    firsts = sum(e.kind == "first" for e in rec.events if e.action == "WriterPublishRunChunk")
+    assert firsts == runs and counts["ReaderReadRunChunk"] >= (n_remote + 1) * firsts
+    assert counts["WriterAbortRun"] == (1 if abort_at >= 0 else 0)
+    assert counts["WriterSendLocalFrame"] == 0  # nothing overflows to the socket
+    if n_remote:
+        assert counts["RemoteRecvFrame"] == 30
+    verdict = rec.validate()
+    assert verdict.accepted, verdict.describe()

@@ -29,7 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClosedError, DecodeError, RingTimeoutError
+from ..errors import (
+    ClosedError,
+    DecodeError,
+    MessageAbortedError,
+    MisuseError,
+    RingTimeoutError,
+)
 from ..queue import local_reader as _local_reader_module
 from ..queue.handle import Handle
 from ..queue.message_queue import MessageQueue
@@ -240,8 +246,27 @@ class Unloadable:
         return (_fail_to_load, (self.k,))
 
 
-def make_object(k: int, decode_fail_every: int) -> Any:
-    """Object ``k`` of the harness: ``(k, bytes)`` of a size from k, inline or overflow."""
+class _Unpicklable:
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError("refuses to be pickled (the harness's mid-run pickling failure)")
+
+
+class AbortsMidRun:
+    """Pickles 70 KB (the pickler's first 64 KiB frame is written: a run begins), then
+    raises: streamed, the writer publishes an ABORT for it."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, ([bytes(70_000), _Unpicklable()],))
+
+
+def make_object(k: int, decode_fail_every: int, abort_at: int = -1) -> Any:
+    """Object ``k`` of the harness: ``(k, bytes)`` of a size from k, inline or overflow
+    (or a run); every ``decode_fail_every``-th fails to unpickle, ``abort_at`` to pickle."""
+    if k == abort_at:
+        return AbortsMidRun(k)
     if decode_fail_every and k % decode_fail_every == decode_fail_every - 1:
         return Unloadable(k)
     size = (k * 37) % 40 if k % 3 else 300 + (k * 11) % 200  # every third overflows
@@ -250,14 +275,14 @@ def make_object(k: int, decode_fail_every: int) -> Any:
 
 def identify(obj: Any) -> int:
     """The harness's number of an object (from the object, not from the protocol)."""
-    return obj.k if isinstance(obj, Unloadable) else int(obj[0])
+    return obj.k if isinstance(obj, (Unloadable, AbortsMidRun)) else int(obj[0])
 
 
 @dataclass(frozen=True)
 class QueueRunConfig:
     """One traced run. ``zero_timeout_every``: reader ranks' dequeues use timeout=0
     (retrying on RingTimeoutError) for every such message; ``mutant``: one of
-    :data:`QUEUE_MUTANTS`."""
+    :data:`QUEUE_MUTANTS`; ``large_objects``: the writer's mode."""
 
     messages: int = 30
     n_local: int = 2
@@ -266,6 +291,9 @@ class QueueRunConfig:
     zero_timeout_every: int = 2
     mutant: str | None = None
     stall_timeout: float = 10.0
+    large_objects: str = "socket"  # "stream": objects above a chunk are runs
+    abort_at: int = -1  # this message's pickling raises mid-run (stream, no remote reader)
+    chunk_bytes: int = CHUNK_BYTES
 
 
 def _stale_load(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -313,12 +341,14 @@ def traced_queue_reader(handle: Handle, rank: int, log: TraceLog, cfg: QueueRunC
                         raise
                     continue  # the retry returns the same message
                 except DecodeError as exc:
-                    if not isinstance(make_object(k, cfg.decode_fail_every), Unloadable):
+                    want = make_object(k, cfg.decode_fail_every, cfg.abort_at)
+                    aborted = isinstance(exc, MessageAbortedError)
+                    if not isinstance(want, AbortsMidRun if aborted else Unloadable):
                         raise AssertionError(f"rank {rank}: message #{k}: {exc}") from exc
-                    obj = Unloadable(k)
+                    obj = want
                 except ClosedError:
                     break
-                expected = make_object(k, cfg.decode_fail_every)
+                expected = make_object(k, cfg.decode_fail_every, cfg.abort_at)
                 if identify(obj) != k or (type(obj) is tuple and obj != expected):
                     raise AssertionError(f"rank {rank}: message #{k} arrived as {identify(obj)}")
                 k += 1
@@ -365,8 +395,9 @@ def record_queue_run(
         log = TraceLog.create(tmp, capacity, RECORD_SIZE)
         rec = QueueRecorder(log, identify)
         w = writer_type(
-            cfg.n_local + cfg.n_remote, cfg.n_local, local, CHUNK_BYTES, MAX_CHUNKS,
+            cfg.n_local + cfg.n_remote, cfg.n_local, local, cfg.chunk_bytes, MAX_CHUNKS,
             "127.0.0.1", remote_window=REMOTE_WINDOW, observer=rec,
+            large_objects=cfg.large_objects,
         )
         try:
             handle = w.export_handle()
@@ -378,7 +409,12 @@ def record_queue_run(
                 try:
                     w.wait_until_ready(cfg.stall_timeout)
                     for k in range(cfg.messages):
-                        w.enqueue(make_object(k, cfg.decode_fail_every), cfg.stall_timeout)
+                        obj = make_object(k, cfg.decode_fail_every, cfg.abort_at)
+                        try:
+                            w.enqueue(obj, cfg.stall_timeout)
+                        except MisuseError:
+                            if k != cfg.abort_at:
+                                raise
                     w.shutdown()
                 except Exception as exc:  # the readers' outcomes say the rest
                     writer_error = f"{type(exc).__name__}: {exc}"
