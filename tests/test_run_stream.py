@@ -315,9 +315,18 @@ def wire_deadline() -> Any:
     return Deadline.after(T)
 
 
-def test_large_objects_must_name_a_mode() -> None:
-    with pytest.raises(MisuseError, match="large_objects must be one of"):
+def test_large_objects_must_name_a_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MisuseError, match=r"large_objects='ring': must be one of"):
         MessageQueue(1, 1, large_objects="ring")
+    monkeypatch.setenv("VERIFIEDRING_LARGE_OBJECTS", "rings")
+    with pytest.raises(MisuseError, match=r"VERIFIEDRING_LARGE_OBJECTS='rings': must be one"):
+        MessageQueue(1, 1)
+    monkeypatch.setenv("VERIFIEDRING_LARGE_OBJECTS", "stream")
+    with MessageQueue(1, 1) as q:
+        assert q.large_objects == "stream"  # the default where vLLM builds the queue
+    monkeypatch.delenv("VERIFIEDRING_LARGE_OBJECTS")
+    with MessageQueue(1, 1) as q:
+        assert q.large_objects == "socket"
 
 
 def _drain(handle: Any, n: int, conn: Any) -> None:

@@ -56,6 +56,20 @@ DEFAULT_REMOTE_WINDOW = 1024
 #: How a message too large for one chunk reaches local readers (see :mod:`.run`).
 LARGE_OBJECT_MODES = ("stream", "socket")
 DEFAULT_LARGE_OBJECTS = "socket"
+#: The default for ``large_objects`` where the queue is built for the caller (vLLM,
+#: ``create_from_process_group``).
+LARGE_OBJECTS_ENV = "VERIFIEDRING_LARGE_OBJECTS"
+
+
+def _large_objects_mode(large_objects: str | None) -> str:
+    if large_objects is None:
+        large_objects = os.environ.get(LARGE_OBJECTS_ENV) or DEFAULT_LARGE_OBJECTS
+        where = f"{LARGE_OBJECTS_ENV}={large_objects!r}"
+    else:
+        where = f"large_objects={large_objects!r}"
+    if large_objects not in LARGE_OBJECT_MODES:
+        raise MisuseError(f"{where}: must be one of {LARGE_OBJECT_MODES}")
+    return large_objects
 #: How long the writer's close() lets queued frames drain to readers.
 DEFAULT_LINGER = 5.0
 
@@ -80,7 +94,7 @@ class QueueWriter(MessageQueue):
         observer: QueueObserver | None = None,
         arena_slots: int = DEFAULT_SLOTS,
         arena_slot_bytes: int = DEFAULT_SLOT_BYTES,
-        large_objects: str = DEFAULT_LARGE_OBJECTS,
+        large_objects: str | None = None,
     ) -> None:
         """vLLM's parameters, in vLLM's order. ``enable_shm_tensor_arena``: large CPU
         tensors go through a shared tensor arena of ``arena_slots`` slots of
@@ -88,11 +102,9 @@ class QueueWriter(MessageQueue):
         is local (as vLLM's). ``large_objects``: how a message too large for one chunk
         reaches local readers: ``"stream"``, through the ring as a run of chunks
         (:mod:`.run`), or ``"socket"``, as a frame on the local socket after an
-        overflow marker. ``observer`` sees every protocol step (traces)."""
-        if large_objects not in LARGE_OBJECT_MODES:
-            raise MisuseError(
-                f"large_objects must be one of {LARGE_OBJECT_MODES}, got {large_objects!r}"
-            )
+        overflow marker (default: ``$VERIFIEDRING_LARGE_OBJECTS``, else "socket").
+        ``observer`` sees every protocol step (traces)."""
+        large_objects = _large_objects_mode(large_objects)
         ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
         n_remote = n_reader - n_local_reader
         if n_remote and connect_ip is None:
