@@ -18,6 +18,11 @@ Protocol (model: ``spec/MessageQueue.tla``; wire format: :mod:`.wire`)
   XPUB. A reader that took a marker releases the chunk at once and remembers
   the sequence number as *pending*; a timeout while the frame is awaited
   leaves it pending, so the retry returns that same object.
+* **Large objects, streamed** (``large_objects="stream"``, :mod:`.run`): an
+  object too large for one chunk is pickled straight into a run of chunks
+  (FIRST, MORE..., LAST; ABORT when pickling raises mid-run) and unpickled
+  straight out of them, each chunk released once consumed: it may be larger
+  than the whole ring. Remote readers still get it as one frame.
 * **Remote readers** never touch the ring: they receive every object as an
   authenticated frame on the remote TCP XPUB and acknowledge their received
   count to the writer's PULL socket (:mod:`.credit`).
