@@ -21,8 +21,20 @@
 (*                                                                         *)
 (* A frame is <<type, seq, obj>>: READY, a message frame (its sequence    *)
 (* number and the object, so that a reused sequence number is visible),   *)
-(* or SHUTDOWN(total). Objects are numbered by enqueue call; in the        *)
-(* code's design object n is message n.                                    *)
+(* an ABORT frame (remote readers, for an aborted run) or SHUTDOWN(total). *)
+(* Objects are numbered by enqueue call; in the code's design object n is  *)
+(* message n.                                                              *)
+(*                                                                         *)
+(* Runs (large_objects="stream", queue/run.py). A message may also travel  *)
+(* through the ring as a RUN of chunks, each one ring message:             *)
+(* FIRST(s, 0) MORE(s, 1) ... then LAST(s, k) or ABORT(s, k). A ring       *)
+(* chunk is <<kind, seq, obj, part>>. A run chunk's content is read from  *)
+(* its ring slot ((n - 1) % K), so a read after the slot was released and  *)
+(* refilled sees the later chunk (SlotContent). A local reader holds each  *)
+(* run chunk from its read to its release; the message is delivered when  *)
+(* its LAST (ok, or DecodeError after a decode failure mid-run) or ABORT   *)
+(* (an error) is released. Remote readers get the message frame after the *)
+(* LAST, or an ABORT frame after an ABORT.                                 *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
 
@@ -30,7 +42,8 @@ CONSTANTS
     LocalReaders,   \* readers on the writer's host: ring + local socket
     RemoteReaders,  \* readers on other hosts: remote socket only
     K,              \* ring chunks (max_chunks)
-    M,              \* enqueue calls that publish, at most, in one run
+    M,              \* ring chunks published, at most, in one behavior (a
+                    \*   message is one chunk, or a run of 2 or more)
     LocalHWM,       \* high-water mark of the local XPUB socket, in frames
     RemoteHWM,      \* high-water mark of the remote XPUB socket, in frames
     Window,         \* credits: frames a remote reader may have unacknowledged
@@ -56,24 +69,52 @@ CONSTANTS
     SendFailDesign, \* "break": a failed send breaks the writer for good;
                     \*   "reuse": the next enqueue reuses the sequence number
     CreditSlack,    \* 0; 1: the credit check lets one frame too many through
-    AcksSent        \* TRUE; FALSE: remote readers never acknowledge
+    AcksSent,       \* TRUE; FALSE: remote readers never acknowledge
+    \* Runs (queue/run.py).
+    MaxRunChunks,   \* chunks of one run, at most (0 or 1: no runs, the
+                    \*   writer only has inline and overflow)
+    MaxAborts,      \* runs whose pickling raises mid-run, at most
+    RunReleaseDesign, \* "after": a reader releases a run chunk after it
+                    \*   read it; "before": releases it right after its
+                    \*   header, then reads its bytes from the slot
+    AbortDesign,    \* "abort": pickling raised mid-run -> ABORT chunk (and
+                    \*   ABORT frame); "silent": nothing, the next message
+    ResyncDesign    \* "end": after a decode failure mid-run the reader
+                    \*   skips to the run's LAST/ABORT, then raises; "next":
+                    \*   it raises at once and takes the next chunk as a
+                    \*   new message
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
 ASSUME PendingDesign \in {"hold", "remember", "forget"}
 ASSUME StashDesign \in {"stash", "drop"} /\ SendFailDesign \in {"break", "reuse"}
+ASSUME MaxRunChunks \in Nat /\ MaxAborts \in Nat
+ASSUME RunReleaseDesign \in {"after", "before"} /\ AbortDesign \in {"abort", "silent"}
+ASSUME ResyncDesign \in {"end", "next"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
 
 READY == <<"ready", 0, 0>>
 MsgFrame(s, o) == <<"msg", s, o>>
+AbortFrame(s, o) == <<"abort", s, o>>
 ShutFrame(n) == <<"shut", n, 0>>
 
+\* Ring chunk kinds: a message starts with one of StartKinds; a run goes on
+\* with RunKinds.
+StartKinds == {"inline", "overflow", "first"}
+RunKinds == {"more", "last", "abort"}
+NoChunk == <<0, <<"none", 0, 0, 0>>>>   \* rchunk[r] when nothing is recorded
+
 VARIABLES
-    wpc,        \* writer: "handshake" | "chunk" | "local" | "remote"
-                \*         | "shut" | "broken"
-    pub,        \* pub[i]: the i-th published ring chunk <<kind, seq, obj>>
-                \*   (kind "inline" or "overflow", chosen at publish)
+    wpc,        \* writer: "handshake" | "chunk" | "run" (mid-run) | "local"
+                \*   | "remote" | "remoteAbort" (an ABORT frame is due)
+                \*   | "shut" | "broken"
+    pub,        \* pub[i]: the i-th published ring chunk
+                \*   <<kind, seq, obj, part>>: kind "inline" or "overflow"
+                \*   (part 0), or a run's "first" (part 0), "more", "last",
+                \*   "abort"
+    wpart,      \* mid-run: the part number of the run's next chunk
+    aborts,     \* runs aborted so far
     nseq,       \* the writer's next sequence number (messages are 1, 2, ...)
     nobj,       \* enqueue calls that have published so far
     released,   \* released[r]: ring chunks local reader r has released
@@ -84,19 +125,26 @@ VARIABLES
     acked,      \* acked[r]: frames remote reader r has acknowledged
     rpc,        \* reader r: "init" | "ready" | "idle" | "frame" | "closed"
                 \*           | "broken" (raised BrokenPeerError)
+                \*   mid-run: "runHeld" (a chunk read, not released yet)
+                \*           | "run" (waiting for the next chunk)
+                \*           | "runReleased" ("before" only: released, not
+                \*             read yet)
     rseq,       \* rseq[r]: the sequence number reader r expects next
     pending,    \* pending[r]: overflow sequence number awaited, 0 if none
     shutTotal,  \* shutTotal[r]: SHUTDOWN's total once r has seen it, else -1
     delivered,  \* delivered[r]: what dequeue has returned to reader r:
                 \*   <<obj, "ok">>, or <<obj, "error">> (DecodeError)
+    rchunk,     \* rchunk[r]: <<n, content>>: the run chunk local reader r
+                \*   read last (ring index n, what it read from the slot)
+    rfail,      \* rfail[r]: the run being read failed to decode
     lost,       \* frames a PUB socket dropped: <<reader, frame>>
     timeouts,   \* dequeue timeouts so far
     sendFails,  \* failed sends so far
     decodeFails \* decode failures so far
 
-vars == <<wpc, pub, nseq, nobj, released, sockQ, stash, subscribed, acked, rpc,
-          rseq, pending, shutTotal, delivered, lost, timeouts, sendFails,
-          decodeFails>>
+vars == <<wpc, pub, wpart, aborts, nseq, nobj, released, sockQ, stash,
+          subscribed, acked, rpc, rseq, pending, shutTotal, delivered, rchunk,
+          rfail, lost, timeouts, sendFails, decodeFails>>
 
 sent == Len(pub)
 CurObj == nobj + 1   \* the object of the enqueue call in progress
@@ -105,6 +153,10 @@ Min(S) == CHOOSE x \in S : \A y \in S : x <= y
 \* The ring's interface: chunk n is free once every local reader released n - K.
 RingHasRoom ==
     LocalReaders = {} \/ sent - Min({released[r] : r \in LocalReaders}) < K
+
+\* What ring slot (n - 1) % K holds now (n <= sent): the chunk published
+\* into it last, the highest j <= sent with (j - 1) % K = (n - 1) % K.
+SlotContent(n) == pub[n + K * ((sent - n) \div K)]
 
 \* A PUB socket sends frame f to the subscribers among S: queued where
 \* subscribed and under the high-water mark, dropped elsewhere.
@@ -117,6 +169,8 @@ Publish(S, f) ==
 Init ==
     /\ wpc = "handshake"
     /\ pub = <<>>
+    /\ wpart = 0
+    /\ aborts = 0
     /\ nseq = 1
     /\ nobj = 0
     /\ released = [r \in LocalReaders |-> 0]
@@ -129,13 +183,17 @@ Init ==
     /\ pending = [r \in Readers |-> 0]
     /\ shutTotal = [r \in Readers |-> -1]
     /\ delivered = [r \in Readers |-> <<>>]
+    /\ rchunk = [r \in LocalReaders |-> NoChunk]
+    /\ rfail = [r \in LocalReaders |-> FALSE]
     /\ lost = {}
     /\ timeouts = 0
     /\ sendFails = 0
     /\ decodeFails = 0
 
 rvars == <<released, stash, subscribed, acked, rpc, rseq, pending, shutTotal,
-           delivered, timeouts, decodeFails>>
+           delivered, rchunk, rfail, timeouts, decodeFails>>
+wrun == <<wpart, aborts>>   \* the writer's run state
+rrun == <<rchunk, rfail>>   \* a local reader's run state
 
 -----------------------------------------------------------------------------
 (* Writer                                                                  *)
@@ -154,7 +212,7 @@ WriterHandshake ==
     /\ WaitSubs => \A r \in Readers : subscribed[r]
     /\ IF SendReady THEN Publish(Readers, READY) ELSE UNCHANGED <<sockQ, lost>>
     /\ wpc' = "chunk"
-    /\ UNCHANGED <<pub, nseq, nobj, sendFails, rvars>>
+    /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
 
 \* queue/writer.py: enqueue -> ring claim (inline object or overflow marker,
 \* with its sequence number in the chunk)
@@ -163,12 +221,65 @@ WriterPublishChunk ==
     /\ sent < M
     /\ RingHasRoom
     /\ \E k \in {"inline", "overflow"} :
-          /\ pub' = Append(pub, <<k, nseq, CurObj>>)
+          /\ pub' = Append(pub, <<k, nseq, CurObj, 0>>)
           /\ IF k = "overflow" /\ LocalReaders # {}
              THEN wpc' = "local" /\ UNCHANGED <<nseq, nobj>>
              ELSE IF RemoteReaders # {}
              THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
              ELSE Finish
+    /\ UNCHANGED <<sockQ, lost, sendFails, wrun, rvars>>
+
+\* queue/run.py: RunWriter._publish: one chunk of a run (one ring claim and
+\* publish; the Pickler's file writes into the claimed chunk). FIRST when the
+\* writer is between messages (it starts a run), MORE or LAST mid-run. A run
+\* has 2 .. MaxRunChunks chunks, and M bounds ring chunks: FIRST and MORE
+\* leave room for the LAST (or ABORT) after them. Runs go to local readers
+\* (remote readers get the message frame after the LAST).
+WriterPublishRunChunk ==
+    /\ MaxRunChunks >= 2
+    /\ wpc \in {"chunk", "run"}
+    /\ LocalReaders # {}
+    /\ RingHasRoom
+    /\ \/ /\ wpc = "chunk"
+          /\ sent + 2 <= M
+          /\ pub' = Append(pub, <<"first", nseq, CurObj, 0>>)
+          /\ wpart' = 1
+          /\ wpc' = "run"
+          /\ UNCHANGED <<nseq, nobj>>
+       \/ /\ wpc = "run"
+          /\ wpart + 2 <= MaxRunChunks
+          /\ sent + 2 <= M
+          /\ pub' = Append(pub, <<"more", nseq, CurObj, wpart>>)
+          /\ wpart' = wpart + 1
+          /\ UNCHANGED <<wpc, nseq, nobj>>
+       \/ /\ wpc = "run"
+          /\ sent < M
+          /\ pub' = Append(pub, <<"last", nseq, CurObj, wpart>>)
+          /\ wpart' = 0
+          /\ IF RemoteReaders # {}
+             THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
+             ELSE Finish
+    /\ UNCHANGED <<sockQ, lost, sendFails, aborts, rvars>>
+
+\* queue/run.py: RunWriter.abort: pickling raised mid-run. The writer
+\* publishes ABORT(s, next part) (it waits for room) and enqueue raises; s is
+\* used up either way. Remote readers get an ABORT frame instead of the
+\* message frame ("remoteAbort": WriterSendRemoteFrame, or WriterSendFails).
+WriterAbortRun ==
+    /\ wpc = "run"
+    /\ aborts < MaxAborts
+    /\ aborts' = aborts + 1
+    /\ wpart' = 0
+    /\ IF AbortDesign = "abort"
+       THEN /\ RingHasRoom
+            /\ sent < M
+            /\ pub' = Append(pub, <<"abort", nseq, CurObj, wpart>>)
+            /\ IF RemoteReaders # {}
+               THEN wpc' = "remoteAbort" /\ UNCHANGED <<nseq, nobj>>
+               ELSE Finish
+       ELSE \* mutant: nothing is published, the caller goes on with s + 1
+            /\ UNCHANGED pub
+            /\ Finish
     /\ UNCHANGED <<sockQ, lost, sendFails, rvars>>
 
 \* queue/writer.py: enqueue -> _send_all, local socket send of the
@@ -178,18 +289,20 @@ WriterSendLocalFrame ==
     /\ Publish(LocalReaders, MsgFrame(nseq, CurObj))
     /\ IF RemoteReaders # {} THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
                              ELSE Finish
-    /\ UNCHANGED <<pub, sendFails, rvars>>
+    /\ UNCHANGED <<pub, sendFails, wrun, rvars>>
 
 \* queue/writer.py: enqueue -> credit, then (_send_all) remote socket send
-\* (every object goes to remote readers)
+\* (every object goes to remote readers); after an aborted run, the ABORT
+\* frame instead of the message frame.
 WriterSendRemoteFrame ==
-    /\ wpc = "remote"
+    /\ wpc \in {"remote", "remoteAbort"}
     /\ CreditOK
-    /\ Publish(RemoteReaders, MsgFrame(nseq, CurObj))
+    /\ Publish(RemoteReaders, IF wpc = "remote" THEN MsgFrame(nseq, CurObj)
+                                               ELSE AbortFrame(nseq, CurObj))
     /\ nseq' = nseq + 1   \* Finish: the call returns
     /\ nobj' = nobj + 1
     /\ wpc' = "chunk"
-    /\ UNCHANGED <<pub, sendFails, rvars>>
+    /\ UNCHANGED <<pub, sendFails, wrun, rvars>>
 
 \* queue/writer.py: _send_all, a send after the publish fails (the XPUB
 \* stayed at its mark, NODROP): nothing is queued for anyone, the rest of
@@ -197,8 +310,8 @@ WriterSendRemoteFrame ==
 \* (BrokenPeerError now and on every later call, no SHUTDOWN). The
 \* sequence number is never reused.
 WriterSendFails ==
-    /\ wpc \in {"local", "remote"}
-    /\ wpc = "remote" => CreditOK
+    /\ wpc \in {"local", "remote", "remoteAbort"}
+    /\ wpc \in {"remote", "remoteAbort"} => CreditOK
     /\ sendFails < MaxSendFails
     /\ sendFails' = sendFails + 1
     /\ IF SendFailDesign = "break"
@@ -207,7 +320,7 @@ WriterSendFails ==
             /\ wpc' = "chunk"
             /\ nobj' = nobj + 1
             /\ UNCHANGED nseq
-    /\ UNCHANGED <<pub, sockQ, lost, rvars>>
+    /\ UNCHANGED <<pub, sockQ, lost, wrun, rvars>>
 
 \* queue/writer.py: shutdown (also from close()): SHUTDOWN(total) on the
 \* local and the remote socket, after the last message; the writer may shut
@@ -216,7 +329,7 @@ WriterShutdown ==
     /\ wpc = "chunk"
     /\ Publish(Readers, ShutFrame(nseq - 1))
     /\ wpc' = "shut"
-    /\ UNCHANGED <<pub, nseq, nobj, sendFails, rvars>>
+    /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
 
 -----------------------------------------------------------------------------
 (* Readers                                                                 *)
@@ -233,15 +346,17 @@ Deliver(r, o) ==
 
 \* The frame is the message the reader expects (the sequence check).
 FrameOK(f, s) == ~SeqCheck \/ (f[1] = "msg" /\ f[2] = s)
+\* ... for a remote reader, the message or its ABORT frame.
+RemoteFrameOK(f, s) == ~SeqCheck \/ (f[1] \in {"msg", "abort"} /\ f[2] = s)
 
 \* queue/reader.py: _subscribe (connect + subscribe)
 ReaderSubscribe(r) ==
     /\ rpc[r] = "init"
     /\ subscribed' = [subscribed EXCEPT ![r] = TRUE]
     /\ rpc' = [rpc EXCEPT ![r] = IF ConsumeReady THEN "ready" ELSE "idle"]
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, sockQ, stash, acked, rseq,
-                   pending, shutTotal, delivered, lost, timeouts, sendFails,
-                   decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
+                   acked, rseq, pending, shutTotal, delivered, lost, timeouts,
+                   sendFails, decodeFails>>
 
 \* queue/reader.py: QueueReader._handshake (from wait_until_ready)
 ReaderAwaitReady(r) ==
@@ -250,35 +365,142 @@ ReaderAwaitReady(r) ==
     /\ Head(sockQ[r]) = READY
     /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, stash, subscribed, acked,
-                   rseq, pending, shutTotal, delivered, lost, timeouts,
-                   sendFails, decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
+                   subscribed, acked, rseq, pending, shutTotal, delivered,
+                   lost, timeouts, sendFails, decodeFails>>
+
+\* Unpickling chunk c's bytes may fail (at most MaxDecodeFails in the
+\* behavior), once per run: after a failure the rest of the run is only
+\* taken and released. An ABORT chunk carries no bytes.
+FailChoices(r, c) ==
+    IF c[1] \in {"first", "more", "last"} /\ ~rfail[r]
+       /\ decodeFails < MaxDecodeFails
+    THEN BOOLEAN ELSE {FALSE}
 
 \* queue/local_reader.py: dequeue -> ring acquire_read of the next chunk; its
-\* sequence number must be the expected one. Inline: consumed, decoded and
-\* released. Overflow marker: the reader now needs that frame ("hold" keeps
-\* the chunk until then).
+\* sequence number must be the expected one (a run's MORE, LAST or ABORT
+\* where a message starts is BrokenPeerError too). Inline: consumed, decoded
+\* and released. Overflow marker: the reader now needs that frame ("hold"
+\* keeps the chunk until then). FIRST: the reader now reads the run; it
+\* holds the FIRST chunk (ReaderReleaseRunChunk releases it) while its
+\* bytes are unpickled (which may fail). The sequence number is consumed
+\* when the run's LAST or ABORT is released (with the delivery).
 ReaderTakeChunk(r) ==
     /\ r \in LocalReaders
     /\ rpc[r] = "idle"
     /\ pending[r] = 0
     /\ released[r] < sent
     /\ LET c == pub[released[r] + 1] IN
-       IF SeqCheck /\ c[2] # rseq[r]
+       IF (SeqCheck /\ c[2] # rseq[r]) \/ c[1] \in RunKinds
        THEN /\ rpc' = [rpc EXCEPT ![r] = "broken"]
             /\ released' = [released EXCEPT ![r] = @ + 1]
-            /\ UNCHANGED <<pending, rseq, delivered, decodeFails>>
+            /\ UNCHANGED <<pending, rseq, delivered, rrun, decodeFails>>
        ELSE IF c[1] = "inline"
        THEN /\ Deliver(r, c[3])
             /\ released' = [released EXCEPT ![r] = @ + 1]
-            /\ UNCHANGED <<rpc, pending>>
+            /\ UNCHANGED <<rpc, pending, rrun>>
+       ELSE IF c[1] = "first"
+       THEN \E f \in FailChoices(r, c) :
+               /\ rchunk' = [rchunk EXCEPT ![r] = <<released[r] + 1, c>>]
+               /\ rfail' = [rfail EXCEPT ![r] = f]
+               /\ decodeFails' = IF f THEN decodeFails + 1 ELSE decodeFails
+               /\ rpc' = [rpc EXCEPT ![r] = "runHeld"]
+               /\ UNCHANGED <<released, pending, rseq, delivered>>
        ELSE /\ pending' = [pending EXCEPT ![r] = c[2]]
             /\ rpc' = [rpc EXCEPT ![r] = "frame"]
             /\ released' = IF PendingDesign = "hold" THEN released
                            ELSE [released EXCEPT ![r] = @ + 1]
-            /\ UNCHANGED <<rseq, delivered, decodeFails>>
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, sockQ, stash, subscribed, acked,
+            /\ UNCHANGED <<rseq, delivered, rrun, decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, sockQ, stash, subscribed, acked,
                    shutTotal, lost, timeouts, sendFails>>
+
+\* The chunk a run reader read next is the run's: MORE, LAST or ABORT with
+\* the run's sequence number and the part after the previous chunk's.
+RunChunkOK(r, c) ==
+    /\ c[1] \in RunKinds
+    /\ SeqCheck => (c[2] = rseq[r] /\ c[4] = rchunk[r][2][4] + 1)
+
+\* Run chunk c (ring index n) has been read and released; failed: the run
+\* failed to decode so far; rec: what the reader read from the slot (kept in
+\* rchunk). LAST: the object is delivered (DecodeError if failed); ABORT:
+\* MessageAbortedError (a DecodeError); either consumes the sequence number
+\* and ends the run. MORE (or FIRST): the run goes on, unless the run failed
+\* and ResyncDesign = "next" (mutant: raise at once).
+RunChunkDone(r, n, c, failed, rec) ==
+    IF c[1] \in {"last", "abort"} \/ (failed /\ ResyncDesign = "next")
+    THEN LET ok == c[1] = "last" /\ ~failed IN
+         /\ delivered' = [delivered EXCEPT ![r] =
+                             Append(@, <<c[3], IF ok THEN "ok" ELSE "error">>)]
+         /\ rseq' = [rseq EXCEPT ![r] = IF ok \/ DecodeAdvances THEN @ + 1 ELSE @]
+         /\ rpc' = [rpc EXCEPT ![r] = "idle"]
+         \* "after": the read was checked in the state after it; "before":
+         \* the read is this step's, recorded for RunIntactInv
+         /\ rchunk' = [rchunk EXCEPT ![r] =
+                          IF RunReleaseDesign = "after" THEN NoChunk
+                                                        ELSE <<n, rec>>]
+         /\ rfail' = [rfail EXCEPT ![r] = FALSE]
+    ELSE /\ rpc' = [rpc EXCEPT ![r] = "run"]
+         /\ rchunk' = [rchunk EXCEPT ![r] = <<n, rec>>]
+         /\ rfail' = [rfail EXCEPT ![r] = failed]
+         /\ UNCHANGED <<delivered, rseq>>
+
+\* queue/run.py: RunReader._next: the run's next ring chunk, n: wait until it
+\* is published (acquire_read), read its header and bytes from its slot.
+\* Not the run's next chunk: BrokenPeerError (out of order). Its bytes may
+\* fail to unpickle. The chunk is held (ReaderReleaseRunChunk next).
+\* "before" (mutant): ReaderReleaseRunChunk read the header and released the
+\* chunk; its bytes are read now from the slot, which the writer may have
+\* refilled in between; the read ends the chunk.
+ReaderReadRunChunk(r) ==
+    /\ r \in LocalReaders
+    /\ IF RunReleaseDesign = "after"
+       THEN rpc[r] = "run" /\ released[r] < sent
+       ELSE rpc[r] = "runReleased"
+    /\ IF RunReleaseDesign = "after"
+       THEN LET n == released[r] + 1
+                c == SlotContent(n)
+            IN  IF ~RunChunkOK(r, c)
+                THEN /\ rpc' = [rpc EXCEPT ![r] = "broken"]
+                     /\ rchunk' = [rchunk EXCEPT ![r] = <<n, c>>]
+                     /\ UNCHANGED <<rseq, delivered, rfail, decodeFails>>
+                ELSE \E f \in FailChoices(r, c) :
+                       /\ decodeFails' = IF f THEN decodeFails + 1 ELSE decodeFails
+                       /\ rchunk' = [rchunk EXCEPT ![r] = <<n, c>>]
+                       /\ rfail' = [rfail EXCEPT ![r] = @ \/ f]
+                       /\ rpc' = [rpc EXCEPT ![r] = "runHeld"]
+                       /\ UNCHANGED <<rseq, delivered>>
+       ELSE LET n == rchunk[r][1]
+                h == rchunk[r][2]     \* the header, read before the release
+                b == SlotContent(n)   \* the bytes, read now
+            IN  \E f \in FailChoices(r, h) :
+                  /\ decodeFails' = IF f THEN decodeFails + 1 ELSE decodeFails
+                  /\ RunChunkDone(r, n, <<h[1], h[2], b[3], h[4]>>,
+                                   rfail[r] \/ f, b)
+    /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, released, sockQ, stash,
+                   subscribed, acked, pending, shutTotal, lost, timeouts,
+                   sendFails>>
+
+\* queue/run.py: RunReader._release: release the held run chunk (its read
+\* flag) once its bytes are consumed (copied out by the unpickler); the
+\* FIRST chunk too. LAST: the object is delivered; ABORT: an error; MORE:
+\* back to reading. "before" (mutant): the next chunk is taken (it must be
+\* published), its header read and checked, and the chunk released at once,
+\* before its bytes are read (ReaderReadRunChunk).
+ReaderReleaseRunChunk(r) ==
+    /\ r \in LocalReaders
+    /\ \/ rpc[r] = "runHeld"
+       \/ RunReleaseDesign = "before" /\ rpc[r] = "run" /\ released[r] < sent
+    /\ released' = [released EXCEPT ![r] = @ + 1]
+    /\ IF rpc[r] = "runHeld"
+       THEN RunChunkDone(r, rchunk[r][1], rchunk[r][2], rfail[r], rchunk[r][2])
+       ELSE LET n == released[r] + 1
+                c == SlotContent(n)   \* not released yet: intact
+            IN  /\ rpc' = [rpc EXCEPT ![r] =
+                              IF RunChunkOK(r, c) THEN "runReleased" ELSE "broken"]
+                /\ rchunk' = [rchunk EXCEPT ![r] = <<n, c>>]
+                /\ UNCHANGED <<rseq, delivered, rfail>>
+    /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, sockQ, stash, subscribed, acked,
+                   pending, shutTotal, lost, timeouts, sendFails, decodeFails>>
 
 \* queue/local_reader.py: _take_frame: the stash first, in arrival order,
 \* else the local socket; the frame must carry the pending sequence number.
@@ -293,14 +515,15 @@ ReaderRecvFrame(r) ==
            /\ sockQ' = IF fromStash THEN sockQ ELSE [sockQ EXCEPT ![r] = Tail(@)]
            /\ IF ~FrameOK(f, pending[r])
               THEN /\ rpc' = [rpc EXCEPT ![r] = "broken"]
-                   /\ UNCHANGED <<released, pending, rseq, delivered, decodeFails>>
+                   /\ UNCHANGED <<released, pending, rseq, delivered,
+                                  decodeFails>>
               ELSE /\ Deliver(r, f[3])
                    /\ released' = IF PendingDesign = "hold"
                                   THEN [released EXCEPT ![r] = @ + 1] ELSE released
                    /\ pending' = [pending EXCEPT ![r] = 0]
                    /\ rpc' = [rpc EXCEPT ![r] = "idle"]
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, subscribed, acked, shutTotal, lost,
-                   timeouts, sendFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, subscribed, acked,
+                   shutTotal, lost, timeouts, sendFails>>
 
 \* queue/local_reader.py: _take_frame raises RingTimeoutError while the
 \* payload frame has not arrived (the stash is empty; self._pending is kept);
@@ -314,9 +537,9 @@ ReaderTimeout(r) ==
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ pending' = IF PendingDesign = "remember" THEN pending
                   ELSE [pending EXCEPT ![r] = 0]
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, sockQ, stash, subscribed,
-                   acked, rseq, shutTotal, delivered, lost, sendFails,
-                   decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
+                   subscribed, acked, rseq, shutTotal, delivered, lost,
+                   sendFails, decodeFails>>
 
 \* queue/local_reader.py: dequeue after a timeout ("remember"):
 \* the retry goes straight back to the pending frame.
@@ -324,9 +547,9 @@ ReaderResume(r) ==
     /\ rpc[r] = "idle"
     /\ pending[r] # 0
     /\ rpc' = [rpc EXCEPT ![r] = "frame"]
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, sockQ, stash, subscribed,
-                   acked, rseq, pending, shutTotal, delivered, lost, timeouts,
-                   sendFails, decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
+                   subscribed, acked, rseq, pending, shutTotal, delivered,
+                   lost, timeouts, sendFails, decodeFails>>
 
 \* queue/local_reader.py: _ring_or_shutdown, a frame (not SHUTDOWN) drained
 \* from the socket while the reader waits on the ring is stashed. The code
@@ -341,9 +564,9 @@ ReaderStash(r) ==
     /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
     /\ stash' = IF StashDesign = "stash"
                 THEN [stash EXCEPT ![r] = Append(@, Head(sockQ[r]))] ELSE stash
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, subscribed, acked, rpc, rseq,
-                   pending, shutTotal, delivered, lost, timeouts, sendFails,
-                   decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, subscribed,
+                   acked, rpc, rseq, pending, shutTotal, delivered, lost,
+                   timeouts, sendFails, decodeFails>>
 
 \* queue/local_reader.py: _ring_or_shutdown, SHUTDOWN drained from the socket
 \* while the reader waits on the ring: its total is noted.
@@ -355,9 +578,9 @@ ReaderSeeShutdown(r) ==
     /\ Head(sockQ[r])[1] = "shut"
     /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
     /\ shutTotal' = [shutTotal EXCEPT ![r] = Head(sockQ[r])[2]]
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, stash, subscribed, acked,
-                   rpc, rseq, pending, delivered, lost, timeouts, sendFails,
-                   decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
+                   subscribed, acked, rpc, rseq, pending, delivered, lost,
+                   timeouts, sendFails, decodeFails>>
 
 \* queue/reader.py: _saw_shutdown raises ClosedError (for good) once the
 \* reader has received all `total` messages; a local reader only from its
@@ -369,12 +592,14 @@ ReaderClose(r) ==
     /\ rseq[r] - 1 >= shutTotal[r]
     /\ r \in LocalReaders => released[r] = sent
     /\ rpc' = [rpc EXCEPT ![r] = "closed"]
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, sockQ, stash, subscribed,
-                   acked, rseq, pending, shutTotal, delivered, lost, timeouts,
-                   sendFails, decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
+                   subscribed, acked, rseq, pending, shutTotal, delivered,
+                   lost, timeouts, sendFails, decodeFails>>
 
 \* queue/remote_reader.py: dequeue: receive the next frame, check its sequence
-\* number, consume, acknowledge (returns one credit), decode.
+\* number, consume, acknowledge (returns one credit), decode. An ABORT frame
+\* for the expected sequence number: consumed and acknowledged, the caller
+\* gets MessageAbortedError (a DecodeError) for it.
 RemoteRecvFrame(r) ==
     /\ r \in RemoteReaders
     /\ rpc[r] = "idle"
@@ -382,14 +607,20 @@ RemoteRecvFrame(r) ==
     /\ Head(sockQ[r])[1] # "shut"
     /\ LET f == Head(sockQ[r]) IN
        /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
-       /\ IF ~FrameOK(f, rseq[r])
+       /\ IF ~RemoteFrameOK(f, rseq[r])
           THEN /\ rpc' = [rpc EXCEPT ![r] = "broken"]
                /\ UNCHANGED <<acked, rseq, delivered, decodeFails>>
-          ELSE /\ Deliver(r, f[3])
+          ELSE /\ IF f[1] = "abort"
+                  THEN /\ delivered' = [delivered EXCEPT ![r] =
+                                            Append(@, <<f[3], "error">>)]
+                       /\ rseq' = [rseq EXCEPT ![r] =
+                                       IF DecodeAdvances THEN @ + 1 ELSE @]
+                       /\ UNCHANGED decodeFails
+                  ELSE Deliver(r, f[3])
                /\ acked' = IF AcksSent THEN [acked EXCEPT ![r] = @ + 1] ELSE acked
                /\ UNCHANGED rpc
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, stash, subscribed, pending,
-                   shutTotal, lost, timeouts, sendFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
+                   subscribed, pending, shutTotal, lost, timeouts, sendFails>>
 
 \* queue/remote_reader.py: dequeue receives SHUTDOWN: its total is noted; a
 \* total above what was received means messages were lost (BrokenPeerError).
@@ -405,9 +636,9 @@ RemoteSeeShutdown(r) ==
     /\ shutTotal' = [shutTotal EXCEPT ![r] = Head(sockQ[r])[2]]
     /\ rpc' = IF SeqCheck /\ rseq[r] - 1 < Head(sockQ[r])[2]
               THEN [rpc EXCEPT ![r] = "broken"] ELSE rpc
-    /\ UNCHANGED <<wpc, pub, nseq, nobj, released, stash, subscribed, acked,
-                   rseq, pending, delivered, lost, timeouts, sendFails,
-                   decodeFails>>
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
+                   subscribed, acked, rseq, pending, delivered, lost, timeouts,
+                   sendFails, decodeFails>>
 
 -----------------------------------------------------------------------------
 \* The writer shut down and every reader raised ClosedError.
@@ -422,12 +653,14 @@ Done == (AllClosed \/ wpc = "broken") /\ UNCHANGED vars
 
 ReaderStep(r) ==
     \/ ReaderSubscribe(r) \/ ReaderAwaitReady(r) \/ ReaderTakeChunk(r)
+    \/ ReaderReadRunChunk(r) \/ ReaderReleaseRunChunk(r)
     \/ ReaderRecvFrame(r) \/ ReaderTimeout(r) \/ ReaderResume(r)
     \/ ReaderStash(r) \/ ReaderSeeShutdown(r) \/ ReaderClose(r)
     \/ RemoteRecvFrame(r) \/ RemoteSeeShutdown(r)
 
 WriterStep ==
-    \/ WriterHandshake \/ WriterPublishChunk \/ WriterSendLocalFrame
+    \/ WriterHandshake \/ WriterPublishChunk \/ WriterPublishRunChunk
+    \/ WriterAbortRun \/ WriterSendLocalFrame
     \/ WriterSendRemoteFrame \/ WriterSendFails \/ WriterShutdown
 
 Next == WriterStep \/ (\E r \in Readers : ReaderStep(r)) \/ Done
@@ -438,22 +671,46 @@ Spec == Init /\ [][Next]_vars /\ WF_vars(WriterStep)
 -----------------------------------------------------------------------------
 (* Properties                                                              *)
 
-Frames == {READY} \cup {MsgFrame(s, o) : s \in 1..M, o \in 1..M}
-                  \cup {ShutFrame(n) : n \in 0..M}
+\* A frame: READY, MsgFrame(s, o), AbortFrame(s, o) or ShutFrame(n). (A
+\* predicate, not the set of all frames: TraceMessageQueue instantiates this
+\* module, and TLC then evaluates such a set anew in every state.)
+IsFrame(f) ==
+    \/ f = READY
+    \/ f[1] \in {"msg", "abort"} /\ f[2] \in 1..M /\ f[3] \in 1..M
+    \/ f[1] = "shut" /\ f[2] \in 0..M /\ f[3] = 0
+
+\* A ring chunk: <<kind, seq, obj, part>>.
+Chunks == (StartKinds \cup RunKinds) \X (1..M) \X (1..M) \X (0..M)
 
 TypeOKInv ==
-    /\ wpc \in {"handshake", "chunk", "local", "remote", "shut", "broken"}
+    /\ wpc \in {"handshake", "chunk", "run", "local", "remote", "remoteAbort",
+               "shut", "broken"}
     /\ sent \in 0..M
+    /\ \A i \in 1..sent : pub[i] \in Chunks
+    /\ wpart \in 0..M
+    /\ aborts \in 0..MaxAborts
     /\ nseq \in 1..M + 1
     /\ released \in [LocalReaders -> 0..M]
     /\ acked \in [RemoteReaders -> 0..M]
-    /\ rpc \in [Readers -> {"init", "ready", "idle", "frame", "closed", "broken"}]
+    /\ rpc \in [Readers -> {"init", "ready", "idle", "frame", "closed", "broken",
+                            "run", "runHeld", "runReleased"}]
+    /\ DOMAIN rchunk = LocalReaders   \* (cheaper for TLC than a function set)
+    /\ \A r \in LocalReaders :
+          rchunk[r] = NoChunk \/ (rchunk[r][1] \in 1..M /\ rchunk[r][2] \in Chunks)
+    /\ rfail \in [LocalReaders -> BOOLEAN]
     /\ pending \in [Readers -> 0..M]
     /\ shutTotal \in [Readers -> -1..M]
-    /\ \A r \in Readers : \A i \in 1..Len(sockQ[r]) : sockQ[r][i] \in Frames
+    /\ \A r \in Readers : \A i \in 1..Len(sockQ[r]) : IsFrame(sockQ[r][i])
     /\ timeouts \in 0..MaxTimeouts
     /\ sendFails \in 0..MaxSendFails
     /\ decodeFails \in 0..MaxDecodeFails
+
+\* Every run chunk a local reader read (the last one is recorded in
+\* rchunk, checked in the state after each read) is the chunk published at
+\* that ring index: its slot was not refilled before the read.
+RunIntactInv ==
+    \A r \in LocalReaders :
+        rchunk[r] # NoChunk => rchunk[r][2] = pub[rchunk[r][1]]
 
 \* The object the writer published first with sequence number s (0: none).
 ObjOf(s) ==

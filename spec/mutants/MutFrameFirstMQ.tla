@@ -24,16 +24,16 @@ MutWriterSendFrameFirst ==
     /\ LocalReaders # {}
     /\ Publish(LocalReaders, MsgFrame(nseq, CurObj))
     /\ wpc' = "prepub"
-    /\ UNCHANGED <<pub, nseq, nobj, sendFails, rvars>>
+    /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
 
 \* Then the marker, once the ring has room.
 MutWriterPublishAfterFrame ==
     /\ wpc = "prepub"
     /\ RingHasRoom
-    /\ pub' = Append(pub, <<"overflow", nseq, CurObj>>)
+    /\ pub' = Append(pub, <<"overflow", nseq, CurObj, 0>>)
     /\ IF RemoteReaders # {} THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
                              ELSE Finish
-    /\ UNCHANGED <<sockQ, lost, sendFails, rvars>>
+    /\ UNCHANGED <<sockQ, lost, sendFails, wrun, rvars>>
 
 \* Or the claim times out: enqueue raises, the sequence number is not used
 \* up, and the caller's next enqueue is another object.
@@ -44,9 +44,9 @@ MutWriterRingTimeout ==
     /\ timeouts' = timeouts + 1
     /\ nobj' = nobj + 1
     /\ wpc' = "chunk"
-    /\ UNCHANGED <<pub, nseq, sockQ, lost, sendFails, released, stash,
+    /\ UNCHANGED <<pub, nseq, sockQ, lost, sendFails, wrun, released, stash,
                    subscribed, acked, rpc, rseq, pending, shutTotal, delivered,
-                   decodeFails>>
+                   rchunk, rfail, decodeFails>>
 
 MutWriterStep ==
     \/ WriterHandshake \/ MutWriterPublishInline \/ MutWriterSendFrameFirst
