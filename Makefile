@@ -8,7 +8,7 @@ install:  ## install the library with everything the tests, models and linters n
 	$(PYTHON) -m pip install -e '.[dev]'
 
 test:  ## the whole test suite, unit + property + bounded stress, in parallel
-	$(PYTHON) -m pytest -n $(PYTEST_WORKERS)
+	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 model-check:  ## TLC over every model and mutant in spec/models.toml; one table, non-zero on surprise
 	$(PYTHON) -m spec.run_models

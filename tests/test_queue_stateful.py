@@ -26,6 +26,7 @@ from collections import Counter
 from typing import Any, ClassVar
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
@@ -39,6 +40,9 @@ from verifiedring import (
     MisuseError,
     RingTimeoutError,
 )
+
+#: The machines and the tests of what they fired share a worker (``--dist loadgroup``).
+pytestmark = pytest.mark.xdist_group("queue-machines")
 
 CHUNK = 1024
 MAX_CHUNKS = 2
@@ -352,8 +356,6 @@ FLOORS = {
 def test_queue_machine_fired_every_action() -> None:
     """Runs after TestQueueMachine in the same process (same module, in order)."""
     if not QueueMachine.fired:
-        import pytest
-
         pytest.skip("TestQueueMachine did not run in this process")
     print(f"queue machine fired: {dict(sorted(QueueMachine.fired.items()))}")
     low = {a: (QueueMachine.fired[a], n) for a, n in FLOORS.items() if QueueMachine.fired[a] < n}
@@ -493,8 +495,6 @@ RUN_FLOORS = {
 def test_run_machine_fired_every_action() -> None:
     """Runs after TestRunMachine in the same process (same module, in order)."""
     if not RunMachine.fired:
-        import pytest
-
         pytest.skip("TestRunMachine did not run in this process")
     print(f"run machine fired: {dict(sorted(RunMachine.fired.items()))}")
     low = {a: (RunMachine.fired[a], n) for a, n in RUN_FLOORS.items() if RunMachine.fired[a] < n}
