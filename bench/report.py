@@ -393,6 +393,19 @@ def plot(report: dict[str, Any], out: Path) -> list[Path]:
     ax.legend()
     made.append(out / "throughput_vs_readers.png")
     fig.savefig(made[-1], dpi=110, bbox_inches="tight")
+    large = report.get("large") or []
+    if large:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for ax, (n, key, label) in zip(axes, (
+            (1, "p50_us", "2 MiB object round trip p50 (µs)"),
+            (3, "gb_per_s_per_reader", "64 MiB object to 3 readers (GB/s per reader)"),
+        ), strict=True):
+            rows = [r for r in large if r["readers"] == n]
+            ax.bar([r["transport"] for r in rows], [r[key] for r in rows])
+            ax.set(ylabel=label, title=label.split(" (")[0])
+            ax.tick_params(axis="x", labelrotation=15)
+        made.append(out / "large_objects.png")
+        fig.savefig(made[-1], dpi=110, bbox_inches="tight")
     idle = report.get("idle")
     if idle:
         fig, ax = plt.subplots(figsize=(7, 4.5))

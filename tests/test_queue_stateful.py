@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from support.fakes import HeldSocket
+from support.unpicklable import FailsToLoad, Unpicklable
 
 from verifiedring import (
     ClosedError,
@@ -368,20 +369,6 @@ RUN_CHUNK = 16 * 1024
 RUN_CHUNKS = 8  # 128 KiB: every object below fits the empty ring, so one thread suffices
 
 
-class _Unpicklable:
-    def __reduce__(self) -> Any:
-        raise TypeError("refuses to be pickled")
-
-
-def _raise_on_load() -> Any:
-    raise ValueError("refuses to be rebuilt")
-
-
-class _FailsToLoad:
-    def __reduce__(self) -> Any:
-        return (_raise_on_load, ())
-
-
 run_payloads = st.one_of(
     st.integers(0, 100_000).map(lambda n: (b"\x02" * n, n)),  # inline or a run, in band
     st.integers(0, 12_000).map(lambda n: np.arange(n, dtype=np.int64)),  # oob, or a run
@@ -426,7 +413,7 @@ class RunMachine(RuleBasedStateMachine):
     @rule(obj=run_payloads, fails_to_load=st.booleans())
     def WriterPublishRunChunk(self, obj: Any, fails_to_load: bool) -> None:
         if fails_to_load:
-            self.writer.enqueue([obj, _FailsToLoad(), obj], timeout=0)
+            self.writer.enqueue([obj, FailsToLoad(), obj], timeout=0)
             self.expected.append(("decode",))
         else:
             self.writer.enqueue(obj, timeout=0)
@@ -436,7 +423,7 @@ class RunMachine(RuleBasedStateMachine):
     @rule(prefix=st.sampled_from([100, 70_000, 100_000]))
     def WriterAbortRun(self, prefix: int) -> None:
         try:
-            self.writer.enqueue([b"\x03" * prefix, _Unpicklable()], timeout=0)
+            self.writer.enqueue([b"\x03" * prefix, Unpicklable()], timeout=0)
         except MisuseError as exc:
             if prefix >= 64 * 1024:  # the pickler wrote its first frame: a run was begun
                 assert "was aborted" in str(exc) and "refuses to be pickled" in str(exc)

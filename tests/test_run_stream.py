@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.unpicklable import FailsToLoad, Unpicklable
 from test_queue import Group
 
 from verifiedring import (
@@ -96,10 +97,12 @@ def _exchange(g: Group, send: Callable[[], None], n: int) -> list[list[Any]]:
     return got
 
 
+@pytest.mark.parametrize(("n_local", "n_remote"), [(2, 0), (1, 1)], ids=["2-local", "remote"])
 def test_objects_larger_than_the_ring_arrive_whole_in_order(
-    stream_group: Callable[..., Group],
+    stream_group: Callable[..., Group], n_local: int, n_remote: int
 ) -> None:
-    g = stream_group(2)
+    """Local readers get them as runs; a remote reader, as frames, the same objects."""
+    g = stream_group(n_local, n_remote)
     objs = _objects()
 
     def send() -> None:
@@ -113,20 +116,6 @@ def test_objects_larger_than_the_ring_arrive_whole_in_order(
             assert _same(sent, received)
 
 
-class _Unpicklable:
-    def __reduce__(self) -> Any:
-        raise TypeError("refuses to be pickled")
-
-
-def _raise_on_load() -> Any:
-    raise ValueError("refuses to be rebuilt")
-
-
-class _FailsToLoad:
-    def __reduce__(self) -> Any:
-        return (_raise_on_load, ())
-
-
 def test_pickling_that_raises_mid_run_aborts_that_message_only(
     stream_group: Callable[..., Group],
 ) -> None:
@@ -137,7 +126,7 @@ def test_pickling_that_raises_mid_run_aborts_that_message_only(
         g.writer.enqueue(("before", b"a" * 50_000), timeout=T)
         try:  # 100 KB (written as itself, past the pickler's 64 KiB frame) published
             # in chunks before the pickler reaches the bad object
-            g.writer.enqueue([b"b" * 100_000, _Unpicklable()], timeout=T)
+            g.writer.enqueue([b"b" * 100_000, Unpicklable()], timeout=T)
         except MisuseError as exc:
             errors.append(exc)
         g.writer.enqueue(("after", b"c" * 50_000), timeout=T)
@@ -155,7 +144,7 @@ def test_unpickling_that_raises_mid_run_skips_to_the_runs_end(
     stream_group: Callable[..., Group],
 ) -> None:
     g = stream_group(1)
-    objs = [[b"p" * 30_000, _FailsToLoad(), b"q" * 30_000], "next", [b"r" * 40_000]]
+    objs = [[b"p" * 30_000, FailsToLoad(), b"q" * 30_000], "next", [b"r" * 40_000]]
 
     def send() -> None:
         for o in objs:
@@ -277,21 +266,6 @@ def test_a_chunk_is_released_only_once_its_bytes_are_consumed(
     (got,) = _exchange(g, lambda: g.writer.enqueue(obj, timeout=T), 1)
     assert got[0][0] == b"a" * 6000 and got[0][1] is None
     assert got[0][2] == pattern
-
-
-def test_local_and_remote_readers_get_the_same_objects(
-    stream_group: Callable[..., Group],
-) -> None:
-    g = stream_group(1, 1)
-    objs = _objects()
-
-    def send() -> None:
-        for o in objs:
-            g.writer.enqueue(o, timeout=T)
-
-    got = _exchange(g, send, len(objs))
-    for per_reader in got:
-        assert [_same(a, b) for a, b in zip(objs, per_reader, strict=True)] == [True] * len(objs)
 
 
 def test_a_broken_run_is_refused_naming_the_chunk(stream_group: Callable[..., Group]) -> None:

@@ -50,6 +50,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import BrokenPeerError, MessageAbortedError
+from ..hugepages import MIN_BYTES as HUGE_BUFFER
+from ..hugepages import advise_huge_pages
 from ..ring import ReaderCursor, WriterCursor
 from ..steps import (
     READER_READ_RUN_CHUNK,
@@ -314,6 +316,8 @@ class RunReader:
     def readinto(self, b: Any) -> int:
         target = _bytes_view(b)
         n = len(target)
+        if n >= HUGE_BUFFER:
+            advise_huge_pages(target)  # a fresh buffer: 2 MiB pages fault 512x less
         filled = 0
         while filled < n:
             view = self._view
