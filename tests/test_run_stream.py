@@ -5,11 +5,13 @@ readers beside it, and the writer's memory bound."""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import pickle
 import threading
 import time
 import tracemalloc
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,10 +22,13 @@ from test_queue import Group
 
 from verifiedring import (
     BrokenPeerError,
+    CancelledError,
+    ClosedError,
     DecodeError,
     MessageAbortedError,
     MessageQueue,
     MisuseError,
+    RingTimeoutError,
     VerifiedRingError,
 )
 from verifiedring.queue import wire
@@ -222,9 +227,11 @@ def _interrupt() -> Any:
     raise KeyboardInterrupt
 
 
-def test_a_reader_interrupted_mid_run_skips_its_rest_at_the_next_dequeue(
+def test_a_reader_interrupted_mid_run_raises_for_that_message_at_the_next_dequeue(
     stream_group: Callable[..., Group],
 ) -> None:
+    """The message is consumed, not lost unseen: the next dequeue skips the rest of its
+    run and raises DecodeError for it; the one after returns the next message."""
     g = stream_group(1)
     reader = g.readers[0]
     sent = threading.Event()
@@ -238,9 +245,134 @@ def test_a_reader_interrupted_mid_run_skips_its_rest_at_the_next_dequeue(
     writer.start()
     with pytest.raises(KeyboardInterrupt):
         reader.dequeue(timeout=T)
+    with pytest.raises(DecodeError, match=r"message seq 0 .*interrupted mid-run "
+                       r"\(KeyboardInterrupt\); the rest of its run was skipped"):
+        reader.dequeue(timeout=T)
     assert reader.dequeue(timeout=T) == "next"
     writer.join(T)
     assert sent.is_set()
+
+
+class _SlowToPickle:
+    """Pickles 100 KB (a run begins), then takes its time."""
+
+    def __reduce__(self) -> Any:
+        time.sleep(0.5)
+        return (str, ("slow",))
+
+
+def test_a_reader_cancelled_mid_run_raises_for_that_message_at_the_next_dequeue(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(1)
+    reader = g.readers[0]
+    cancel = threading.Event()
+    writer = threading.Thread(target=lambda: (
+        g.writer.enqueue([b"c" * 100_000, _SlowToPickle()], timeout=T),
+        g.writer.enqueue("next", timeout=T),
+    ))
+    writer.start()
+    threading.Timer(0.25, cancel.set).start()
+    with pytest.raises(CancelledError):
+        reader.dequeue(timeout=T, cancel=cancel)  # waits mid-run for the rest
+    with pytest.raises(DecodeError, match=r"message seq 0 .*interrupted mid-run"):
+        reader.dequeue(timeout=T)
+    assert reader.dequeue(timeout=T) == "next"
+    writer.join(T)
+
+
+def test_a_reader_closed_after_an_interrupt_mid_run_closes_cleanly(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(1)
+    reader = g.readers[0]
+    failed: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            g.writer.enqueue([_InterruptsLoading(), b"z" * 60_000], timeout=T)
+        except BrokenPeerError as exc:
+            failed.append(exc)
+
+    writer = threading.Thread(target=send)
+    writer.start()
+    with pytest.raises(KeyboardInterrupt):
+        reader.dequeue(timeout=T)
+    reader.close()  # the run held a chunk: no view may pin the mapping
+    g.readers.remove(reader)
+    writer.join(JOIN)  # the writer is not left waiting mid-run for a reader that left
+    assert not writer.is_alive()
+    assert all("left" in str(exc) for exc in failed)
+
+
+def test_shutdown_with_a_run_left_unfinished_aborts_it_first(
+    stream_group: Callable[..., Group],
+) -> None:
+    """The writer was interrupted while it waited for room; shutdown() publishes the
+    ABORT (the reader reads meanwhile), then SHUTDOWN: the reader gets
+    MessageAbortedError, then ClosedError."""
+    g = stream_group(1)
+    writer = g.writer
+    interrupted = threading.Event()
+    watch = writer._watch
+
+    def interrupting_watch() -> None:
+        run = writer._run
+        if run is not None and run.part > 0 and not interrupted.is_set():
+            interrupted.set()
+            raise KeyboardInterrupt
+        watch()
+
+    writer._watch = interrupting_watch  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        writer.enqueue(b"w" * 100_000, timeout=T)
+    results: list[Any] = []
+
+    def read() -> None:
+        for _ in range(2):
+            try:
+                results.append(g.readers[0].dequeue(timeout=T))
+            except VerifiedRingError as exc:
+                results.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writer.shutdown()
+    reader.join(JOIN)
+    assert isinstance(results[0], MessageAbortedError) and results[0].seq == 0
+    assert isinstance(results[1], ClosedError) and "after 1 messages" in str(results[1])
+
+
+def test_the_first_claim_timing_out_publishes_nothing_and_keeps_nothing(
+    stream_group: Callable[..., Group],
+) -> None:
+    g = stream_group(1)
+    for i in range(CHUNKS):  # fill the ring with inline messages
+        g.writer.enqueue(i, timeout=T)
+    big = b"t" * 100_000
+    with pytest.raises(RingTimeoutError, match=r"could not enqueue message seq 4"):
+        g.writer.enqueue(big, timeout=0.05)
+    run = g.writer._run
+    assert run is not None and not run.active and run._obj is None
+    got: list[Any] = []
+    reader = threading.Thread(target=lambda: got.extend(
+        g.readers[0].dequeue(timeout=T) for _ in range(CHUNKS + 1)))
+    reader.start()
+    g.writer.enqueue(big, timeout=T)  # the retry: the same seq
+    reader.join(JOIN)
+    assert got == [*range(CHUNKS), big]
+
+
+def test_queue_ends_in_stream_mode_are_freed_without_the_collector() -> None:
+    gc.disable()
+    try:
+        writer = MessageQueue(1, 1, large_objects="stream")
+        reader = MessageQueue.create_from_handle(writer.export_handle(), 0)
+        refs = [weakref.ref(writer), weakref.ref(reader)]
+        del writer, reader
+        assert [r() for r in refs] == [None, None]
+    finally:
+        gc.enable()
 
 
 def _pause() -> None:

@@ -127,6 +127,11 @@ class _Cursor:
         self._closed = False  # set when the ring closes (it detaches every cursor)
         self._claim_key: tuple[str, int | None] = (ring.name, None)
 
+    @property
+    def holding(self) -> bool:
+        """A chunk is entered and not yet left (its with-block has not ended)."""
+        return self._holding
+
     def _refuse(self) -> None:
         """Raise the error that explains why this cursor cannot acquire now."""
         if self._closed:

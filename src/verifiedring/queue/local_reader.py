@@ -20,10 +20,10 @@ frames that arrive are stashed in order, and SHUTDOWN is noted.
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import os
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -113,9 +113,10 @@ class LocalReader(QueueReader):
             self._arena = None if handle.arena is None else ArenaReader(
                 handle.arena, self.local_reader_ranks.index(rank)
             )
-            self._run = RunReader(
-                self._cursor, self._who, self._watch, self._log_interval, observer, self._actor
-            )
+            self._run = RunReader(self._cursor, weakref.proxy(self), observer, self._actor)
+            #: (seq, why) of a run this reader's dequeue left mid-way (an interrupt, a
+            #: cancel): the next dequeue skips the rest and raises DecodeError for it.
+            self._interrupted: tuple[int, str] | None = None
         except BaseException:
             if sock is not None:
                 sock.close(linger=0)
@@ -140,9 +141,8 @@ class LocalReader(QueueReader):
         self._cancel = cancel  # consulted only while it waits (as vLLM's)
         self._quiet = indefinite
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
-        if self._run.active:  # an earlier dequeue was interrupted mid-run: skip its rest
-            with contextlib.suppress(MessageAbortedError):
-                self._run.skip_rest(None)
+        if self._interrupted is not None:
+            self._finish_interrupted_run()
         if self._arena is not None:
             self._arena.begin(self._seq)
         obs = self._observer
@@ -201,7 +201,8 @@ class LocalReader(QueueReader):
     def _load_run(self, run: RunReader) -> Any:
         """The object of the run whose FIRST chunk was just taken: unpickled straight
         out of its chunks, each released once consumed. A broken run (a chunk out of
-        place) breaks this reader for good."""
+        place) breaks this reader for good. Left mid-way (an interrupt, a cancel), the
+        message is not lost unseen: the next dequeue raises DecodeError for it."""
         try:
             return self._unpickle_run(run)
         except MessageAbortedError as exc:
@@ -209,6 +210,57 @@ class LocalReader(QueueReader):
         except BrokenPeerError as exc:
             self._refusal = (BrokenPeerError, f"broken since message seq {run.seq}'s run: {exc}")
             raise
+        except BaseException as exc:
+            if run.active:
+                self._interrupted = (run.seq, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            raise
+
+    def _finish_interrupted_run(self) -> None:
+        """Skip the rest of the run a dequeue left mid-way, then raise DecodeError for
+        its message (consumed: the next dequeue returns the next message)."""
+        interrupted = self._interrupted
+        assert interrupted is not None
+        seq, why = interrupted
+        run = self._run
+        cause: BaseException = RuntimeError(
+            f"the dequeue reading it was interrupted mid-run ({why}); the rest of its run "
+            "was skipped"
+        )
+        try:
+            if run.active:
+                run.skip_rest(self._named(DecodeError(seq, cause)))
+        except MessageAbortedError as exc:  # the writer aborted it meanwhile
+            cause = exc.cause
+        except BrokenPeerError as exc:
+            self._refusal = (BrokenPeerError, f"broken since message seq {seq}'s run: {exc}")
+            raise
+        self._interrupted = None
+        raise self._named(DecodeError(seq, cause))
+
+    # --- what the run asks (RunOwner) ---------------------------------------------
+
+    def who(self) -> str:
+        return self._who()
+
+    def log_every(self) -> float:
+        return self._log_interval()
+
+    def watch_run(self) -> None:
+        """While a run waits for its next chunk: woken, the writer gone, or SHUTDOWN
+        before the run's end (the writer could not abort it) raise."""
+        self._watch()
+        now = time.monotonic()
+        if now >= self._socket_check_at:
+            self._socket_check_at = now + SLICE
+            self._drain_socket()
+        total = self._shutdown_total
+        if total is not None and total <= self._run.seq:
+            why = (
+                f"the writer shut the queue down after {total} messages, in the middle of "
+                f"message seq {self._run.seq}'s run (part {self._run.part} read)"
+            )
+            self._refusal = (ClosedError, why)
+            raise ClosedError(f"{self._who()}: {why}")
 
     def _unpickle_run(self, run: RunReader) -> Any:
         seq = run.seq
@@ -278,26 +330,31 @@ class LocalReader(QueueReader):
         now = time.monotonic()
         if now >= self._socket_check_at:
             self._socket_check_at = now + SLICE
-            sock = self._sock
-            while (frames := pending_frames(sock)) is not None:
-                kind, seq = self._parse_header(frames[0])[:2]
-                obs = self._observer
-                if obs is not None:
-                    obs.begin(self._actor)
-                if kind == wire.SHUTDOWN:
-                    # spec: ReaderSeeShutdown
-                    if obs is not None:
-                        obs.end(self._actor, READER_SEE_SHUTDOWN, seq)
-                    self._saw_shutdown(seq)
-                else:
-                    # spec: ReaderStash -- the frame of a marker published since the last look
-                    self._stash.append(frames)
-                    if obs is not None:
-                        obs.end(self._actor, READER_STASH, seq)
+            self._drain_socket()
             if self._shutdown_total is not None:
                 self._saw_shutdown(self._shutdown_total)
             self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
         return False
+
+    def _drain_socket(self) -> None:
+        """Take every frame waiting on the socket: stash message frames in order, note
+        SHUTDOWN's total."""
+        sock = self._sock
+        while (frames := pending_frames(sock)) is not None:
+            kind, seq = self._parse_header(frames[0])[:2]
+            obs = self._observer
+            if obs is not None:
+                obs.begin(self._actor)
+            if kind == wire.SHUTDOWN:
+                # spec: ReaderSeeShutdown
+                self._shutdown_total = seq
+                if obs is not None:
+                    obs.end(self._actor, READER_SEE_SHUTDOWN, seq)
+            else:
+                # spec: ReaderStash -- the frame of a marker published since the last look
+                self._stash.append(frames)
+                if obs is not None:
+                    obs.end(self._actor, READER_STASH, seq)
 
     def _writer_lost(self) -> str | None:
         if self._writer_pid and not alive(self._writer_pid):
@@ -322,6 +379,7 @@ class LocalReader(QueueReader):
         )
 
     def _release(self) -> None:
+        self._run.close()
         self._stash.clear()
         self._sock.close(linger=0)
         self._ring.close()

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import BrokenPeerError, MessageAbortedError
+from ..errors import BrokenPeerError, MessageAbortedError, MisuseError
 from ..hugepages import MIN_BYTES as HUGE_BUFFER
 from ..hugepages import advise_huge_pages
 from ..ring import ReaderCursor, WriterCursor
@@ -82,9 +82,8 @@ def _bytes_view(b: Any) -> memoryview:
 class RunWriter:
     """Writes one message's bytes, as they come, into a run of chunks of ``cursor``."""
 
-    def __init__(self, cursor: WriterCursor, who: Callable[[], str]) -> None:
+    def __init__(self, cursor: WriterCursor) -> None:
         self.cursor = cursor
-        self._who = who
         self.observer: QueueObserver | None = None
         self._chunk: memoryview | None = None  # the claimed chunk being filled
         self._end = 0  # its size
@@ -104,8 +103,8 @@ class RunWriter:
         self._watch = watch
         self.seq = seq
         self.part = 0
-        self._obj = obj
         self._claim(deadline)
+        self._obj = obj  # after the claim: a timeout keeps no reference to it
         self.active = True
 
     def _claim(self, deadline: Deadline) -> None:
@@ -119,7 +118,7 @@ class RunWriter:
     @property
     def holding(self) -> bool:
         """A claimed chunk is being filled (an ABORT can go in it without a wait)."""
-        return self._chunk is not None
+        return self._chunk is not None and self.cursor.holding
 
     def write(self, b: Any) -> int:
         """Append ``b``'s bytes to the run: fill the chunk, publish it when full and
@@ -158,6 +157,7 @@ class RunWriter:
         self._publish(wire.RUN_LAST)
         self.active = False
         self._obj = None
+        self._watch = None
 
     def _publish(self, kind: int) -> None:
         chunk = self._chunk
@@ -169,8 +169,8 @@ class RunWriter:
         if self.part == 0 and kind == wire.RUN_MORE:
             kind = wire.RUN_FIRST
         _HEADER.pack_into(chunk, 0, kind, self.seq, self._off - _HEADER_BYTES, self.part)
+        self.cursor.__exit__(None, None, None)  # interrupted at its start: still held
         self._chunk = None
-        self.cursor.__exit__(None, None, None)
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_PUBLISH_RUN_CHUNK, self.seq, self._obj, _KIND_OF[kind])
         self.part += 1
@@ -178,7 +178,7 @@ class RunWriter:
     def abort(self, reason: str, deadline: Deadline) -> None:
         """Publish ABORT (with ``reason``) as the run's next part, in the chunk being
         filled if one is held, else in the next one (waiting at most ``deadline``)."""
-        if self._chunk is None:
+        if not self.holding:
             self._claim(deadline)
         chunk = self._chunk
         assert chunk is not None
@@ -189,12 +189,13 @@ class RunWriter:
         text = reason.encode("utf-8", "replace")[: self._end - _HEADER_BYTES]
         chunk[_HEADER_BYTES : _HEADER_BYTES + len(text)] = text
         _HEADER.pack_into(chunk, 0, wire.RUN_ABORT, self.seq, len(text), self.part)
-        self._chunk = None
         self.cursor.__exit__(None, None, None)
+        self._chunk = None
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_ABORT_RUN, self.seq, self._obj, "abort")
         self.active = False
         self._obj = None
+        self._watch = None
         self.part += 1
 
 
@@ -275,23 +276,25 @@ def _no_watch() -> None:
     return None
 
 
+class RunOwner(Protocol):
+    """What a :class:`RunReader` asks its queue reader."""
+
+    def who(self) -> str: ...
+
+    def watch_run(self) -> None: ...
+
+    def log_every(self) -> float: ...
+
+
 class RunReader:
     """A file over one run of chunks for the unpickler: ``read``, ``readinto``,
     ``readline``; each chunk is released once its bytes are consumed."""
 
     def __init__(
-        self,
-        cursor: ReaderCursor,
-        who: Callable[[], str],
-        watch: Callable[[], None],
-        log_interval: Callable[[], float],
-        observer: QueueObserver | None,
-        actor: str,
+        self, cursor: ReaderCursor, owner: RunOwner, observer: QueueObserver | None, actor: str
     ) -> None:
         self._cursor = cursor
-        self._who = who
-        self._watch = watch
-        self._log_interval = log_interval
+        self._owner = owner  # a weak proxy: no cycle, ``mq = None`` frees the reader
         self._observer = observer
         self._actor = actor
         self._view: memoryview | None = None  # the held chunk's bytes of the run
@@ -336,7 +339,7 @@ class RunReader:
 
     def read(self, n: int = -1) -> bytes:
         if n < 0:
-            raise BrokenPeerError(f"{self._who()}: read() of a whole run is not supported")
+            raise MisuseError(f"{self._owner.who()}: read() of a whole run is not supported")
         view = self._view
         pos = self._pos
         if view is not None and len(view) - pos >= n:  # the common case: one copy
@@ -351,15 +354,15 @@ class RunReader:
         while True:
             view = self._view
             assert view is not None
-            rest = view[self._pos :]
-            i = bytes(rest[:4096]).find(b"\n") if len(rest) else -1
+            pos = self._pos
+            window = bytes(view[pos : pos + 4096])
+            i = window.find(b"\n")
             if i >= 0:
-                out += rest[: i + 1]
-                self._pos += i + 1
+                out += window[: i + 1]
+                self._pos = pos + i + 1
                 return bytes(out)
-            take = min(len(rest), 4096)
-            out += rest[:take]
-            self._pos += take
+            out += window
+            self._pos = pos + len(window)
             if self._pos == len(view) and not self._advance():
                 return bytes(out)
 
@@ -416,11 +419,11 @@ class RunReader:
         if obs is not None:
             obs.begin(self._actor)
         # spec: ReaderReleaseRunChunk -- only once its bytes are consumed; LAST: delivered
+        last = self._kind in (wire.RUN_LAST, wire.RUN_ABORT)
+        self._cursor.__exit__(None, None, None)  # interrupted at its start: still held
+        self._view = None
         if view is not None:
             view.release()
-        self._view = None
-        last = self._kind in (wire.RUN_LAST, wire.RUN_ABORT)
-        self._cursor.__exit__(None, None, None)
         if last:
             self.active = False
         if obs is not None:
@@ -432,7 +435,8 @@ class RunReader:
         :class:`MessageAbortedError`)."""
         cursor = self._cursor
         if not cursor.poll():
-            wait_for(cursor.poll, FOREVER, self._stall, _never, self._watch, cursor.sleeper)
+            wait_for(cursor.poll, FOREVER, self._stall, _never, self._owner.watch_run,
+                     cursor.sleeper)
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
@@ -452,7 +456,7 @@ class RunReader:
             cursor.__exit__(None, None, None)
             self.active = False
             raise BrokenPeerError(
-                f"{self._who()}: in ring chunk {index} got {wire.kind_name(kind)} seq {seq} "
+                f"{self._owner.who()}: in ring chunk {index} got {wire.kind_name(kind)} seq {seq} "
                 f"part {part}, expected part {self.part + 1} (RUN_MORE, RUN_LAST or "
                 f"RUN_ABORT) of message seq {self.seq}: the run was broken"
             )
@@ -464,12 +468,20 @@ class RunReader:
             raise aborted
 
     def _stall(self) -> StallLog:
-        return StallLog(self._describe, self._log_interval())
+        return StallLog(self._describe, self._owner.log_every())
+
+    def close(self) -> None:
+        """Let go of the chunk a run holds (the ring is closing): no view stays on it."""
+        view = self._view
+        self._view = None
+        if view is not None:
+            view.release()
+        self.active = False
 
     def _describe(self) -> str:
         c = self._cursor
         return (
-            f"{self._who()} waits for part {self.part + 1} of message seq {self.seq} "
+            f"{self._owner.who()} waits for part {self.part + 1} of message seq {self.seq} "
             f"(a run) in ring chunk {c.index} ({c.flag_state()})"
         )
 

@@ -158,7 +158,7 @@ class QueueWriter(MessageQueue):
                 self._cursor = self._ring.writer(log_interval=self.log_interval)
                 self._local = LocalEndpoint(self._ctx, hwm_for_window(max_chunks + 1))
                 if large_objects == "stream":
-                    self._run = RunWriter(self._cursor, self._who)
+                    self._run = RunWriter(self._cursor)
                     self._run.observer = observer
                     if not n_remote:
                         self._spill = Spill(self._run, max_chunk_bytes)
@@ -273,7 +273,10 @@ class QueueWriter(MessageQueue):
         deadline = FOREVER if timeout is None else Deadline.after(timeout)
         run = self._run
         if run is not None and run.active:
-            self._abort_run(run, "the writer was interrupted mid-message", deadline)
+            try:
+                self._abort_run(run, "the writer was interrupted mid-message", deadline)
+            except RingTimeoutError as exc:  # still due: the next call tries again
+                raise self._ring_stalled(run.cursor, run.seq, exc) from None
         seq = self._seq
         if self._spill is None:
             p = self._serializer.dumps(obj)
