@@ -34,17 +34,22 @@ def payload(k: int) -> Any:
     return data if k % 2 == 0 else (k, data)
 
 
+def _send_all_on_go(w: MessageQueue, out: Any, go: Any) -> None:
+    """Hand out ``w``'s handle, wait for the reader and the test's go, send N payloads."""
+    out.put(("handle", w.export_handle()))
+    w.wait_until_ready(T)
+    if not go.wait(T):
+        raise TimeoutError("no go from the test")
+    for k in range(N):
+        w.enqueue(payload(k), timeout=T)
+
+
 def _writer_proc(out: Any, go: Any, finish: Any) -> None:
     import zmq.utils.garbage
 
     try:
         with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
-            out.put(("handle", w.export_handle()))
-            w.wait_until_ready(T)
-            if not go.wait(T):
-                raise TimeoutError("no go from the test")
-            for k in range(N):
-                w.enqueue(payload(k), timeout=T)
+            _send_all_on_go(w, out, go)
             zmq.utils.garbage.gc.stop()  # as at interpreter exit: its references dropped
             junk = [b"\xee" * (SIZE + n) for n in range(-64, 64) for _ in range(2)]
             out.put(("sent", len(junk)))
@@ -130,12 +135,7 @@ def _exiting_writer_proc(out: Any, go: Any) -> None:
     finalizers): whatever libzmq still queues dies with the process."""
     try:
         w = MessageQueue(1, 0, connect_ip=LOOPBACK)
-        out.put(("handle", w.export_handle()))
-        w.wait_until_ready(T)
-        if not go.wait(T):
-            raise TimeoutError("no go from the test")
-        for k in range(N):
-            w.enqueue(payload(k), timeout=T)
+        _send_all_on_go(w, out, go)
         out.put(("sent", None))
         w.close()  # waits (up to its linger) until the remote reader acknowledged all
         out.put(("closed", None))

@@ -330,13 +330,27 @@ def _marker_is_framed(writer: MessageQueue, seq: int) -> bool:
     return bool(kind == OVERFLOW)
 
 
-QueueMachine.TestCase.settings = settings(
-    derandomize=os.environ.get("CI") == "true",  # CI runs the same examples every time
-    max_examples=60,
-    stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+def _settings(examples: int, steps: int) -> settings:
+    return settings(
+        derandomize=os.environ.get("CI") == "true",  # CI runs the same examples every time
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+def _check_floors(name: str, fired: Counter[str], floors: dict[str, int]) -> None:
+    """Runs after the machine's TestCase in the same process (same module and xdist
+    group, in order): every action in ``floors`` fired at least that often."""
+    if not fired:
+        pytest.skip(f"{name} did not run in this process")
+    print(f"{name} fired: {dict(sorted(fired.items()))}")
+    low = {a: (fired[a], n) for a, n in floors.items() if fired[a] < n}
+    assert not low, f"actions below their floor (fired, floor): {low}"
+
+
+QueueMachine.TestCase.settings = _settings(60, 50)
 TestQueueMachine = QueueMachine.TestCase
 
 
@@ -355,12 +369,7 @@ FLOORS = {
 
 
 def test_queue_machine_fired_every_action() -> None:
-    """Runs after TestQueueMachine in the same process (same module, in order)."""
-    if not QueueMachine.fired:
-        pytest.skip("TestQueueMachine did not run in this process")
-    print(f"queue machine fired: {dict(sorted(QueueMachine.fired.items()))}")
-    low = {a: (QueueMachine.fired[a], n) for a, n in FLOORS.items() if QueueMachine.fired[a] < n}
-    assert not low, f"actions below their floor (fired, floor): {low}"
+    _check_floors("TestQueueMachine", QueueMachine.fired, FLOORS)
 
 
 # --- runs: large objects streamed through the ring ------------------------------------
@@ -464,13 +473,7 @@ class RunMachine(RuleBasedStateMachine):
             self.writer.close()
 
 
-RunMachine.TestCase.settings = settings(
-    derandomize=os.environ.get("CI") == "true",
-    max_examples=30,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+RunMachine.TestCase.settings = _settings(30, 30)
 TestRunMachine = RunMachine.TestCase
 
 RUN_FLOORS = {
@@ -480,9 +483,4 @@ RUN_FLOORS = {
 
 
 def test_run_machine_fired_every_action() -> None:
-    """Runs after TestRunMachine in the same process (same module, in order)."""
-    if not RunMachine.fired:
-        pytest.skip("TestRunMachine did not run in this process")
-    print(f"run machine fired: {dict(sorted(RunMachine.fired.items()))}")
-    low = {a: (RunMachine.fired[a], n) for a, n in RUN_FLOORS.items() if RunMachine.fired[a] < n}
-    assert not low, f"actions below their floor (fired, floor): {low}"
+    _check_floors("TestRunMachine", RunMachine.fired, RUN_FLOORS)

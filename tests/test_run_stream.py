@@ -188,14 +188,9 @@ def test_a_writer_interrupted_mid_pickling_aborts_the_run_at_once(
     assert g.readers[0].dequeue(timeout=T) == "next"
 
 
-def test_a_run_interrupted_while_waiting_for_room_aborts_for_remote_readers_too(
-    stream_group: Callable[..., Group],
-) -> None:
-    """Remote readers need the whole pickle, so nothing can fail mid-pickling; the run
-    can still be interrupted mid-way (here: while it waits for room, the readers not
-    reading yet). The remote reader then gets an ABORT frame for that message."""
-    g = stream_group(1, 1)
-    writer = g.writer
+def _interrupt_while_waiting_for_room(writer: Any) -> None:
+    """Enqueue 100 KB (25 chunks) while no reader reads: KeyboardInterrupt lands in the
+    writer's wait for room after the run's first chunks, leaving the run unfinished."""
     interrupted = threading.Event()
     watch = writer._watch
 
@@ -206,10 +201,21 @@ def test_a_run_interrupted_while_waiting_for_room_aborts_for_remote_readers_too(
             raise KeyboardInterrupt
         watch()
 
-    writer._watch = interrupting_watch  # type: ignore[method-assign]
+    writer._watch = interrupting_watch
     with pytest.raises(KeyboardInterrupt):
-        writer.enqueue(b"w" * 100_000, timeout=T)  # 25 chunks: blocks after 4
+        writer.enqueue(b"w" * 100_000, timeout=T)  # blocks after 4 chunks
     assert interrupted.is_set() and writer._run is not None and writer._run.active
+
+
+def test_a_run_interrupted_while_waiting_for_room_aborts_for_remote_readers_too(
+    stream_group: Callable[..., Group],
+) -> None:
+    """Remote readers need the whole pickle, so nothing can fail mid-pickling; the run
+    can still be interrupted mid-way (here: while it waits for room, the readers not
+    reading yet). The remote reader then gets an ABORT frame for that message."""
+    g = stream_group(1, 1)
+    writer = g.writer
+    _interrupt_while_waiting_for_room(writer)
 
     got = _exchange(g, lambda: writer.enqueue("next", timeout=T), 2)
     for per_reader in got:
@@ -313,19 +319,7 @@ def test_shutdown_with_a_run_left_unfinished_aborts_it_first(
     MessageAbortedError, then ClosedError."""
     g = stream_group(1)
     writer = g.writer
-    interrupted = threading.Event()
-    watch = writer._watch
-
-    def interrupting_watch() -> None:
-        run = writer._run
-        if run is not None and run.part > 0 and not interrupted.is_set():
-            interrupted.set()
-            raise KeyboardInterrupt
-        watch()
-
-    writer._watch = interrupting_watch  # type: ignore[method-assign]
-    with pytest.raises(KeyboardInterrupt):
-        writer.enqueue(b"w" * 100_000, timeout=T)
+    _interrupt_while_waiting_for_room(writer)
     results: list[Any] = []
 
     def read() -> None:
