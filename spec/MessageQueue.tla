@@ -29,8 +29,8 @@
 (* through the ring as a RUN of chunks, each one ring message:             *)
 (* FIRST(s, 0) MORE(s, 1) ... then LAST(s, k) or ABORT(s, k). A ring       *)
 (* chunk is <<kind, seq, obj, part>>. A run chunk's content is read from  *)
-(* its ring slot ((n - 1) % K), so a read after the slot was released and  *)
-(* refilled sees the later chunk (SlotContent). A local reader holds each  *)
+(* ring chunk (n - 1) % K, so a read after that chunk was released and    *)
+(* refilled sees the later one (SlotContent). A local reader holds each   *)
 (* run chunk from its read to its release; the message is delivered when  *)
 (* its LAST (ok, or DecodeError after a decode failure mid-run) or ABORT   *)
 (* (an error) is released. Remote readers get the message frame after the *)
@@ -76,7 +76,7 @@ CONSTANTS
     MaxAborts,      \* runs whose pickling raises mid-run, at most
     RunReleaseDesign, \* "after": a reader releases a run chunk after it
                     \*   read it; "before": releases it right after its
-                    \*   header, then reads its bytes from the slot
+                    \*   header, then reads its bytes from the ring
     AbortDesign,    \* "abort": pickling raised mid-run -> ABORT chunk (and
                     \*   ABORT frame); "silent": nothing, the next message
     ResyncDesign    \* "end": after a decode failure mid-run the reader
@@ -135,7 +135,7 @@ VARIABLES
     delivered,  \* delivered[r]: what dequeue has returned to reader r:
                 \*   <<obj, "ok">>, or <<obj, "error">> (DecodeError)
     rchunk,     \* rchunk[r]: <<n, content>>: the run chunk local reader r
-                \*   read last (ring index n, what it read from the slot)
+                \*   read last (ring index n, what it read from the ring)
     rfail,      \* rfail[r]: the run being read failed to decode
     lost,       \* frames a PUB socket dropped: <<reader, frame>>
     timeouts,   \* dequeue timeouts so far
@@ -154,7 +154,7 @@ Min(S) == CHOOSE x \in S : \A y \in S : x <= y
 RingHasRoom ==
     LocalReaders = {} \/ sent - Min({released[r] : r \in LocalReaders}) < K
 
-\* What ring slot (n - 1) % K holds now (n <= sent): the chunk published
+\* What ring chunk (n - 1) % K holds now (n <= sent): what was published
 \* into it last, the highest j <= sent with (j - 1) % K = (n - 1) % K.
 SlotContent(n) == pub[n + K * ((sent - n) \div K)]
 
@@ -421,7 +421,7 @@ RunChunkOK(r, c) ==
     /\ SeqCheck => (c[2] = rseq[r] /\ c[4] = rchunk[r][2][4] + 1)
 
 \* Run chunk c (ring index n) has been read and released; failed: the run
-\* failed to decode so far; rec: what the reader read from the slot (kept in
+\* failed to decode so far; rec: what the reader read from the ring (kept in
 \* rchunk). LAST: the object is delivered (DecodeError if failed); ABORT:
 \* MessageAbortedError (a DecodeError); either consumes the sequence number
 \* and ends the run. MORE (or FIRST): the run goes on, unless the run failed
@@ -445,11 +445,11 @@ RunChunkDone(r, n, c, failed, rec) ==
          /\ UNCHANGED <<delivered, rseq>>
 
 \* queue/run.py: RunReader._next: the run's next ring chunk, n: wait until it
-\* is published (acquire_read), read its header and bytes from its slot.
+\* is published (acquire_read), read its header and bytes from the ring.
 \* Not the run's next chunk: BrokenPeerError (out of order). Its bytes may
 \* fail to unpickle. The chunk is held (ReaderReleaseRunChunk next).
 \* "before" (mutant): ReaderReleaseRunChunk read the header and released the
-\* chunk; its bytes are read now from the slot, which the writer may have
+\* chunk; its bytes are read now from the ring, where the writer may have
 \* refilled in between; the read ends the chunk.
 ReaderReadRunChunk(r) ==
     /\ r \in LocalReaders
@@ -707,7 +707,7 @@ TypeOKInv ==
 
 \* Every run chunk a local reader read (the last one is recorded in
 \* rchunk, checked in the state after each read) is the chunk published at
-\* that ring index: its slot was not refilled before the read.
+\* that ring index: its ring chunk was not refilled before the read.
 RunIntactInv ==
     \A r \in LocalReaders :
         rchunk[r] # NoChunk => rchunk[r][2] = pub[rchunk[r][1]]

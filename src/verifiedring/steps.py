@@ -1,12 +1,22 @@
 """Protocol step names shared by the spec, the code, the tests and traces.
 
-Every shared-memory access of the ring protocol is one *step*. Each step has
+Every shared-memory access of the ring protocol, and every step of the message
+queue and of the tensor arena that a peer can see, is one *step*. Each step has
 exactly one name, used verbatim as:
 
-* the TLA+ action in ``spec/RingBuffer.tla``,
-* the ``# spec: <Name>`` comment at the code site in ``ring.py``,
-* the hypothesis rule in ``tests/test_ring_stateful.py``,
-* the ``action`` field of a trace event (:class:`StepObserver`).
+* the TLA+ action in its spec: ``spec/RingBuffer.tla`` (:data:`ALL_STEPS`),
+  ``spec/ReaderSleep.tla`` (:data:`SLEEP_STEPS`), ``spec/MessageQueue.tla``
+  (:data:`QUEUE_STEPS`), ``spec/TensorArena.tla`` (:data:`ARENA_STEPS`);
+* the ``# spec: <Name>`` comment at its one code site: ``cursors.py`` for the ring
+  and sleep steps, the modules of :mod:`verifiedring.queue` for the queue's,
+  ``arena.py`` for the arena's (``spec/README.md``'s action tables name the file of
+  each);
+* for the ring and the queue, the hypothesis rule that drives it
+  (``tests/test_ring_stateful.py``, ``tests/test_queue_stateful.py``) and the
+  ``action`` of a trace event (:class:`StepObserver`, :class:`QueueObserver`).
+
+``tests/test_step_names.py`` checks that these agree, ``tests/test_docs.py`` that the
+action tables of ``spec/README.md`` name the file of each code site.
 
 A :class:`StepObserver` installed on a cursor sees every step before and after
 it runs. With no observer installed a step costs one ``is None`` test.
@@ -160,6 +170,7 @@ class QueueObserver(Protocol):
     def end(
         self, actor: str, action: str, seq: int, obj: object = None, kind: str = ""
     ) -> None: ...
+
 
 # Tensor-arena steps (``spec/TensorArena.tla``; code sites in ``arena.py``). The spec's
 # Queue* actions are the queue's own steps, not the arena's.
