@@ -5,14 +5,15 @@ and line, and says which row or sentence to update.
    paths that exist.
 2. spec/README.md's action tables: every action is an action of a spec, and its
    ``# spec: <Action>`` site is in exactly the file its row names; every step of
-   ``steps.py`` has a row.
+   ``steps.py`` has a row; the code names in a row (``Class.member``, ``_private``) are
+   defined in that file.
 3. No timings in prose: figures (us, ms, s, GB/s, msg/s, 2.4x, ...) appear only in the
    README's results table (between its ``bench-results`` markers), which comes from
    ``bench/results/bench.json`` and the benches it names. A figure that is a setting,
    not a measurement, is in ``SETTINGS`` with its reason (and, where it is a
    constant of the code, the constant, whose value is checked).
-4. No retired names (``MAC_BYTES``, ...) in the docs, and every repository path they
-   name in backticks exists.
+4. No retired names (``MAC_BYTES``, ...) in the docs; every repository path and every
+   ``Class.member`` they name in backticks exists.
 5. CONTRIBUTING.md says what ``make lint`` covers, as ``pyproject.toml`` and the
    ``Makefile`` do.
 """
@@ -245,6 +246,51 @@ def test_action_tables_name_each_actions_code_site() -> None:
     fail_if(problems, "spec/README.md's action tables and the code disagree")
 
 
+def defined_names(path: Path) -> set[str]:
+    """What ``path`` defines: functions and classes by name, and ``Class.member`` for
+    methods, class attributes and ``self.<attr>`` stores in its classes."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(f"{node.name}.{inner.name}")
+            elif isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store):
+                if isinstance(inner.value, ast.Name) and inner.value.id == "self":
+                    names.add(f"{node.name}.{inner.attr}")
+            elif isinstance(inner, ast.Assign | ast.AnnAssign):
+                targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
+                names |= {f"{node.name}.{t.id}" for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+_FILE_NAME = re.compile(r".+\.(?:py|tla|cfg|toml|md|json|c|pyi)")
+_CODE_NAME = re.compile(r"[A-Z]\w*\.\w+|_\w+")  # RunWriter._publish, _send_all
+
+
+def test_action_tables_name_code_that_exists_in_the_named_file() -> None:
+    problems: list[str] = []
+    for table in action_tables():
+        column, base = code_column(table)
+        for row in table.rows:
+            code = row_code_file(base, row.cells[column])
+            if code is None or not (ROOT / code).is_file():
+                continue  # reported by the test above
+            names = defined_names(ROOT / code)
+            for span in code_spans(row.cells[column]):
+                if not _CODE_NAME.fullmatch(span) or _FILE_NAME.fullmatch(span):
+                    continue
+                if span not in names and not any(n.endswith("." + span) for n in names):
+                    problems.append(
+                        f"{table.where(row)}: `{span}` is not defined in `{code}`: update "
+                        "that row's code column"
+                    )
+    fail_if(problems, "spec/README.md's action tables name code that is not there")
+
+
 # --- 3. no timings in prose ----------------------------------------------------------
 
 _NUMBER = r"~?\d[\d,.]*k?(?:\s*(?:-|/|\u2013)\s*\d[\d,.]*k?)*"  # 1.3, 97/131, 10-20, 177k
@@ -407,6 +453,8 @@ def resolves(doc: Path, span: str) -> bool:
 
 
 def test_docs_name_no_retired_names_and_only_paths_that_exist() -> None:
+    python = [p for top in TOP_LEVEL for p in (ROOT / top).rglob("*.py")]
+    members = {n for p in python for n in defined_names(p) if "." in n}
     problems: list[str] = []
     for doc in DOCS:
         for number, line in enumerate(doc.read_text().splitlines(), 1):
@@ -416,6 +464,14 @@ def test_docs_name_no_retired_names_and_only_paths_that_exist() -> None:
         for number, span in named_paths(doc):
             if not resolves(doc, span):
                 problems.append(f"{rel(doc)}:{number}: `{span}` does not exist: update the path")
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            for span in code_spans(line):
+                member = re.fullmatch(r"[A-Z]\w*\.\w+", span)
+                if member and not _FILE_NAME.fullmatch(span) and span not in members:
+                    problems.append(
+                        f"{rel(doc)}:{number}: `{span}`: no class of the repository defines "
+                        "that member: update the name"
+                    )
     fail_if(problems, "stale names in the docs")
 
 
