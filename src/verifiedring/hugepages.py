@@ -4,9 +4,10 @@ A reader rebuilding a 64 MiB object first touches 16,384 fresh 4 KiB pages of th
 object's new buffer, and those page faults (each zeroes its page) cost more than the
 copy out of the ring. Where transparent huge pages are enabled for ``madvise`` (the
 common kernel default), :func:`advise_huge_pages` asks for 2 MiB pages over the
-buffer before it is filled: 32 faults instead. ``make bench`` measures the effect (its
-large-object rows: 64 MiB to 3 readers through runs; ``bench/results``). Nothing else
-changes: the pages stay the buffer's own, only their size does.
+buffer before it is filled: 32 faults instead. ``make bench``'s large-object rows (64 MiB
+to 3 readers through runs) measure the path it speeds up; their figures are in
+``bench/results``. Nothing else changes: the pages stay the buffer's own, only their
+size does.
 """
 
 from __future__ import annotations
