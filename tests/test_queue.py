@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.fakes import HeldSocket, WedgedSocket, segment_exists
+from support.fakes import segment_exists
 
 from verifiedring import (
     BrokenPeerError,
@@ -24,6 +24,7 @@ from verifiedring import (
     MisuseError,
     RingTimeoutError,
 )
+from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
 
 T = 10.0  # generous bound for any single wait in these tests
 LOOPBACK = "127.0.0.1"
@@ -210,19 +211,18 @@ def test_timeout_while_overflow_frame_pending_retry_returns_same_object(
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w, r = g.writer, g.readers[0]
-    held = HeldSocket(w._local.socket)
-    w._local.socket = held  # type: ignore[assignment]
+    held = hold_local_frames(w)
     big = b"B" * 50_000
     w.enqueue(big, timeout=T)
     w.enqueue("after", timeout=T)
     with pytest.raises(RingTimeoutError, match="overflow frame seq 0"):
         r.dequeue(timeout=0.05)
-    # The slot was released: the writer can refill both chunks meanwhile.
+    # The chunk was released: the writer can refill both chunks meanwhile.
     w.enqueue("third", timeout=T)
     with pytest.raises(RingTimeoutError, match="overflow frame seq 0"):
         r.dequeue(timeout=0)
     held.release()
-    w._local.socket = held.sock
+    held.restore()
     assert r.dequeue(T) == big
     assert r.dequeue(T) == "after"
     assert r.dequeue(T) == "third"
@@ -361,13 +361,13 @@ def test_role_misuse(group: Callable[..., Group]) -> None:
     [lambda: 1, threading.Lock(), (1, [2, {"k": threading.Lock()}])],
     ids=["lambda", "lock", "nested-lock"],
 )
-def test_unpicklable_fails_before_claiming_a_slot(group: Callable[..., Group], bad: Any) -> None:
+def test_unpicklable_fails_before_claiming_a_chunk(group: Callable[..., Group], bad: Any) -> None:
     g = group(1, 1, max_chunks=2)
     with pytest.raises(MisuseError, match=type(bad).__qualname__):
         g.writer.enqueue(bad, timeout=0)
     roundtrip(g, [1, 2])
     roundtrip(g, b"o" * 20_000)
-    roundtrip(g)  # a 2-chunk ring cycled: no slot was leaked
+    roundtrip(g)  # a 2-chunk ring cycled: no chunk was leaked
 
 
 def test_enqueue_before_ready_is_misuse() -> None:
@@ -435,13 +435,10 @@ def test_a_send_that_times_out_is_a_broken_peer_naming_the_frame(
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w = g.writer
-    real = w._local.socket
-    w._local.socket = WedgedSocket(real)  # type: ignore[assignment]
-    try:
-        with pytest.raises(BrokenPeerError, match="overflow frame seq 0 could not be queued"):
-            w.enqueue(b"B" * 50_000, timeout=T)
-    finally:
-        w._local.socket = real
+    with wedge_local_socket(w), pytest.raises(
+        BrokenPeerError, match="overflow frame seq 0 could not be queued"
+    ):
+        w.enqueue(b"B" * 50_000, timeout=T)
 
 
 def test_large_inline_buffers_are_owned_by_the_reader(group: Callable[..., Group]) -> None:

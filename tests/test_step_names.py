@@ -23,7 +23,7 @@ RING_SPEC = ROOT / "spec" / "RingBuffer.tla"
 QUEUE_SPEC = ROOT / "spec" / "MessageQueue.tla"
 SLEEP_SPEC = ROOT / "spec" / "ReaderSleep.tla"
 RING_CODE = [SRC / "cursors.py"]
-QUEUE_CODE = sorted((SRC / "queue").glob("*.py"))
+QUEUE_CODE = sorted((SRC / "queue").rglob("*.py"))
 
 _DEFINITION = re.compile(r"^([A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*==", re.MULTILINE)
 _IDENT = re.compile(r"[A-Za-z_]\w*")
