@@ -220,8 +220,7 @@ class MessageQueue:
             who = self._who()
         except Exception:  # half-built: no identity yet
             who = "unopened"
-        closed = " closed" if self._closed else ""
-        return f"<{type(self).__name__} {who} seq {self._seq} {self._state.value}{closed}>"
+        return f"<{type(self).__name__} {who} seq {self._seq} {self._state.value}>"
 
     def _wrong_role(self, call: str) -> MisuseError:
         role = "the writer" if self.is_writer else "a reader"

@@ -18,7 +18,7 @@ from ..steps import (
     QueueObserver,
     reader_actor,
 )
-from ..waiting import Deadline
+from ..waiting import Deadline, StallLog
 from . import wire
 from .curve import CurveKeys
 from .handle import Handle
@@ -161,7 +161,8 @@ class QueueReader(MessageQueue):
             return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
                                     f"{what} from {self._writer}")
 
-        return recv_frames(sock, deadline, describe, timed_out, self._log_interval(), self._watch)
+        log = StallLog(describe, self._log_interval())
+        return recv_frames(sock, deadline, log, timed_out, self._watch)
 
     def _watch(self) -> None:
         """While this reader waits: raise :class:`CancelledError` if woken, or

@@ -58,14 +58,7 @@ class RemoteReader(QueueReader):
         if obs is not None:
             obs.begin(self._actor)
         if kind == wire.SHUTDOWN:
-            # spec: RemoteSeeShutdown -- acknowledge every message received: the
-            # writer's close() waits for that before its process may exit
-            if self._seq > self._acks_sent:
-                self._ack_sock.send(ack_message(self.rank, self._seq))
-                self._acks_sent = self._seq
-            if obs is not None:
-                obs.end(self._actor, REMOTE_SEE_SHUTDOWN, seq)
-            self._saw_shutdown(seq)
+            self._see_shutdown(seq)
             raise self._out_of_order("remote socket", kind, seq)
         got: Any = None
         try:
@@ -92,6 +85,17 @@ class RemoteReader(QueueReader):
         finally:
             if obs is not None:
                 obs.end(self._actor, REMOTE_RECV_FRAME, seq, got)
+
+    def _see_shutdown(self, total: int) -> None:
+        obs = self._observer
+        # spec: RemoteSeeShutdown -- acknowledge every message received: the
+        # writer's close() waits for that before its process may exit
+        if self._seq > self._acks_sent:
+            self._ack_sock.send(ack_message(self.rank, self._seq))
+            self._acks_sent = self._seq
+        if obs is not None:
+            obs.end(self._actor, REMOTE_SEE_SHUTDOWN, total)
+        self._saw_shutdown(total)
 
     def _writer_lost(self) -> str | None:
         """Once READY came, a closed connection means the writer is gone (it died, or

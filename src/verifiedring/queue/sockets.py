@@ -224,11 +224,11 @@ def pending_frames(sock: zmq.Socket[Any]) -> list[zmq.Frame] | None:
 
 
 def recv_frames(
-    sock: zmq.Socket[Any], deadline: Deadline, describe: Callable[[], str],
-    on_timeout: Callable[[float], Exception], log_interval: float,
-    watch: Callable[[], None] | None = None,
+    sock: zmq.Socket[Any], deadline: Deadline, log: StallLog,
+    on_timeout: Callable[[float], Exception], watch: Callable[[], None] | None = None,
 ) -> list[zmq.Frame]:
-    """The next multipart message on ``sock``, waiting until ``deadline`` at most."""
+    """The next multipart message on ``sock``, waiting until ``deadline`` at most
+    (logging through ``log`` while it lasts)."""
     frames = pending_frames(sock)
     if frames is not None:
         return frames
@@ -242,7 +242,7 @@ def recv_frames(
                 return True
         return False
 
-    wait_readable(readable, deadline, StallLog(describe, log_interval), on_timeout, watch)
+    wait_readable(readable, deadline, log, on_timeout, watch)
     return got[0]
 class LocalEndpoint:
     """An XPUB bound on an ipc path inside a fresh 0700 directory."""

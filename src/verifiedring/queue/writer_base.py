@@ -74,7 +74,8 @@ class WriterBase(MessageQueue):
         local, far = self._local, self._remote
         self._peers = Peers(
             self._who(), self._signer, self.local_reader_ranks, self.n_reader - self.n_local_reader,
-            None if local is None else local.frames.socket, None if far is None else far.socket,
+            (None if local is None else local.frames.endpoint.socket,
+             None if far is None else far.socket),
         )
         self._closed = False
 
