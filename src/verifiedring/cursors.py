@@ -117,13 +117,9 @@ class WriterCursor(WriterSide):
         self._sleep_addresses = ring.sleep_addresses
 
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
-        """Wait until the next chunk is free; ``with`` it to fill and publish it.
-
-        On normal exit of the ``with`` body the chunk is published to every
-        reader; if the body raises, it stays unpublished and the next write
-        reuses it. Raises :class:`RingTimeoutError` if the chunk is not free
-        within ``timeout`` seconds.
-        """
+        """Wait until the next chunk is free (:class:`RingTimeoutError` after ``timeout``
+        seconds); ``with`` it to fill it: a normal exit publishes it to every reader,
+        a raising body leaves it unpublished (the next write reuses it)."""
         return self.claim(Deadline.after(timeout))
 
     def claim(
@@ -293,13 +289,9 @@ class ReaderCursor(ReaderSide):
         self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
 
     def acquire_read(self, timeout: float | None = None) -> ReaderCursor:
-        """Wait for the next published chunk; ``with`` it to read it (read-only by contract).
-
-        On exit of the ``with`` body the chunk is released (marked read by
-        this reader), also when the body raises, so the writer never stalls
-        on it. Raises :class:`RingTimeoutError` if nothing is published within
-        ``timeout`` seconds.
-        """
+        """Wait for the next published chunk (:class:`RingTimeoutError` after ``timeout``
+        seconds); ``with`` it to read it (read-only by contract): leaving releases
+        it, also when the body raises, so the writer never stalls on it."""
         return self.claim(Deadline.after(timeout))
 
     def claim(self, deadline: Deadline) -> ReaderCursor:

@@ -39,6 +39,7 @@ _KIND_NAMES = {
     wire.RUN_FIRST: "first",
 }
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT)
+_IDLE = ReaderState.IDLE
 
 
 class LocalReader(OverflowReader, QueueReader):
@@ -103,26 +104,18 @@ class LocalReader(OverflowReader, QueueReader):
         return self._sock
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
-        state = self._state
-        if state is ReaderState.FRAME:
-            return self._resume(deadline)
-        if state is ReaderState.RUN:
-            self._finish_interrupted_run()
+        """Wait for the ring chunk of the next message, then take it."""
+        if self._state is not _IDLE:
+            return self._unfinished(deadline, poll)
         if self._arena is not None:
             self._arena.begin(self._seq)
         cursor = self._cursor
         if not cursor.poll():
-            if poll:
-                self._socket_check_at = 0.0  # a poll drains the socket (SHUTDOWN) each call
-            if not self._ring_or_shutdown():
-                wait_for(
-                    self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout,
-                    sleeper=cursor.sleeper,
-                )
+            self._wait_ring(deadline, poll)
         return self._take(cursor, deadline)
 
     def _take(self, cursor: ReaderCursor, deadline: Deadline) -> Any:
-        """Take the ring chunk of the next message and dispatch on its kind."""
+        """Take the polled ring chunk and dispatch on its kind."""
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
@@ -161,6 +154,22 @@ class LocalReader(OverflowReader, QueueReader):
         if run.active:
             return self._load_run()
         return self._take_frame(seq, deadline)  # the marker's
+
+    def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
+        """A dequeue after one left unfinished: the pending frame, or the run's rest."""
+        if self._state is ReaderState.FRAME:
+            return self._resume(deadline)
+        self._finish_interrupted_run()
+        return self._dequeue(deadline, poll)
+
+    def _wait_ring(self, deadline: Deadline, poll: bool) -> None:
+        if poll:
+            self._socket_check_at = 0.0  # a poll drains the socket (SHUTDOWN) each call
+        if not self._ring_or_shutdown():
+            wait_for(
+                self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout,
+                sleeper=self._cursor.sleeper,
+            )
 
     # --- runs -------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ Protocol (model: ``spec/MessageQueue.tla``; wire format: :mod:`.wire`)
   XPUB. A reader that took a marker releases the chunk at once and remembers
   the sequence number as *pending*; a timeout while the frame is awaited
   leaves it pending, so the retry returns that same object.
-* **Large objects, streamed** (``large_objects="stream"``, :mod:`.run`): an
+* **Large objects, streamed** (``large_objects="stream"``, :mod:`.flavors.run`): an
   object too large for one chunk is pickled straight into a run of chunks
   (FIRST, MORE..., LAST; ABORT when pickling raises mid-run) and unpickled
   straight out of them, each chunk released once consumed: it may be larger

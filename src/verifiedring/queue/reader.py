@@ -31,6 +31,7 @@ from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscribe
 LOST_GRACE = 0.5
 
 _IDLE = ReaderState.IDLE
+_after = Deadline.after  # bound once: no bound method made per call
 
 
 class Cancel(Protocol):
@@ -57,8 +58,11 @@ class QueueReader(MessageQueue):
         self.n_local_reader = len(self.local_reader_ranks)
         self.remote_window = handle.remote_window
         self._signer = Signer(handle.hmac_key)
-        self._seq = 0  # the next sequence number this reader must receive
-        self._shutdown_total: int | None = None  # from the writer's SHUTDOWN, once seen
+        # Invariant: messages 0.._seq-1 were each delivered (or raised DecodeError)
+        # exactly once, in order; _seq is the only one this reader accepts next.
+        self._seq = 0
+        # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
+        self._shutdown_total: int | None = None
         self._handle = handle
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
         self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
@@ -94,7 +98,7 @@ class QueueReader(MessageQueue):
                 self._not_now()
             self._cancel = cancel  # consulted only while it waits (as vLLM's)
             self._quiet = indefinite
-            return self._dequeue(Deadline.after(timeout), timeout == 0)
+            return self._dequeue(_after(timeout), timeout == 0)
         finally:
             self._busy = False
 

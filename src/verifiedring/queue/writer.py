@@ -51,6 +51,7 @@ LARGE_OBJECTS_ENV = "VERIFIEDRING_LARGE_OBJECTS"
 
 _CHUNK = WriterState.CHUNK
 _RUN = WriterState.RUN
+_after = Deadline.after  # bound once: no bound method made per call
 
 def _large_objects_mode(large_objects: str | None) -> str:
     if large_objects is None:
@@ -136,10 +137,8 @@ class QueueWriter(WriterBase):
             raise self._conflict("enqueue()")
         self._busy = True
         try:
-            if self._state is not _CHUNK:
-                deadline = self._settle(timeout)
-            else:
-                deadline = Deadline.after(timeout)
+            # at CHUNK, the hot path; else a due abort first, or a refusal
+            deadline = _after(timeout) if self._state is _CHUNK else self._settle(timeout)
             seq = self._seq
             streaming = self._streaming
             if streaming is None:
