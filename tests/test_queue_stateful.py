@@ -48,7 +48,7 @@ from verifiedring.queue.lifecycle import ReaderState, WriterState
 from verifiedring.queue.wire import OVERFLOW, read_header
 from verifiedring.testing.faults import LocalFrames, local_frames, ring_chunk
 
-#: The machines and the tests of what they fired share a worker (``--dist loadgroup``).
+#: The machines run on one worker (``--dist loadgroup``), each checking its own floors.
 pytestmark = pytest.mark.xdist_group("queue-machines")
 
 CHUNK = 1024

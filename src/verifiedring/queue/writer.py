@@ -120,7 +120,7 @@ class QueueWriter(WriterBase):
         self.rank: int | None = None
         self._observer = observer
         arena = ArenaOptions(arena_slots, arena_slot_bytes) if enable_shm_tensor_arena else None
-        self._build(layout, remote if n_remote else None, arena, connect_ip or "")
+        self._build(layout, remote, arena, connect_ip or "")
 
     # --- messages ------------------------------------------------------------------
 

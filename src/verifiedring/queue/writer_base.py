@@ -46,24 +46,25 @@ class WriterBase(MessageQueue):
     large_objects: str
 
     def _build(
-        self, layout: RingLayout, remote: RemoteOptions | None, arena: ArenaOptions | None,
-        ip: str,
+        self, layout: RingLayout, remote: RemoteOptions, arena: ArenaOptions | None, ip: str
     ) -> None:
-        """The transmitters, from the checked options; on failure none is left."""
+        """The transmitters, from the checked options (``remote`` is used only with
+        remote readers, its linger always); on failure none is left."""
         self._key = new_key()
         self._signer = Signer(self._key)
-        self._linger_ms = (remote or RemoteOptions()).linger_ms
+        self._linger_ms = remote.linger_ms
         self._serializer = Serializer()
         # Invariant: the sequence number of the next message (every one below was sent).
         self._seq = 0
         self._open()
+        n_remote = self.n_reader - self.n_local_reader
         self._local: LocalTransmitter | None = None
         self._remote: RemoteTransmitter | None = None
         self._runs: RunSender | None = None
         try:
             if self.n_local_reader:
-                self._local = self._local_side(layout, arena if remote is None else None)
-            if remote is not None:
+                self._local = self._local_side(layout, None if n_remote else arena)
+            if n_remote:
                 self._remote = RemoteTransmitter(self._ctx, ip, remote, self._who())
         except BaseException:
             self._release()
@@ -73,7 +74,7 @@ class WriterBase(MessageQueue):
         self._streaming = self._runs if self._runs is not None and self._runs.spill else None
         local, far = self._local, self._remote
         self._peers = Peers(
-            self._who(), self._signer, self.local_reader_ranks, self.n_reader - self.n_local_reader,
+            self._who(), self._signer, self.local_reader_ranks, n_remote,
             (None if local is None else local.frames.endpoint.socket,
              None if far is None else far.socket),
         )
