@@ -101,11 +101,11 @@ class WriterBase(MessageQueue):
     @property
     def log_interval(self) -> float:
         """Seconds between two warnings while a wait lasts (the ring's wait too)."""
-        return self._log_every
+        return self._log_interval_s
 
     @log_interval.setter
     def log_interval(self, seconds: float) -> None:
-        self._log_every = seconds
+        self._log_interval_s = seconds
         local = getattr(self, "_local", None)  # not made yet while _open runs
         if local is not None:
             local.cursor.log_interval = seconds
