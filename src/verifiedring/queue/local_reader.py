@@ -39,7 +39,6 @@ _KIND_NAMES = {
     wire.RUN_FIRST: "first",
 }
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT)
-_IDLE = ReaderState.IDLE
 
 
 class LocalReader(OverflowReader, QueueReader):
@@ -67,9 +66,8 @@ class LocalReader(OverflowReader, QueueReader):
             self._sock = sock = self._subscribe(
                 handle.local_subscribe_addr, bh.max_chunks + 1, None
             )
-            self._arena = None if handle.arena is None else ArenaReader(
-                handle.arena, self.local_reader_ranks.index(rank)
-            )
+            if handle.arena is not None:
+                self._arena = ArenaReader(handle.arena, self.local_reader_ranks.index(rank))
             self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)
             self._run = self._runs.run
         except BaseException:
@@ -104,18 +102,10 @@ class LocalReader(OverflowReader, QueueReader):
         return self._sock
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
-        """Wait for the ring chunk of the next message, then take it."""
-        if self._state is not _IDLE:
-            return self._unfinished(deadline, poll)
-        if self._arena is not None:
-            self._arena.begin(self._seq)
+        """Take the ring chunk of the next message and dispatch on its kind."""
         cursor = self._cursor
         if not cursor.poll():
             self._wait_ring(deadline, poll)
-        return self._take(cursor, deadline)
-
-    def _take(self, cursor: ReaderCursor, deadline: Deadline) -> Any:
-        """Take the polled ring chunk and dispatch on its kind."""
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Protocol
 
 import zmq
 
+from ..arena import ArenaReader
 from ..errors import BrokenPeerError, CancelledError, DecodeError, RingTimeoutError
 from ..steps import (
     READER_AWAIT_READY,
@@ -44,6 +45,8 @@ class QueueReader(MessageQueue):
     """A reader end: receives every message exactly once, in the writer's order."""
 
     channel: str  # "local" or "remote", for messages
+    #: The tensor arena's reader half (a local reader of a queue with one).
+    _arena: ArenaReader | None = None
     _opening: ClassVar[enum.Enum] = ReaderState.INIT
     _closed_state: ClassVar[enum.Enum] = ReaderState.CLOSED
     #: The states a dequeue goes on from (besides IDLE): this role's unfinished steps.
@@ -98,12 +101,21 @@ class QueueReader(MessageQueue):
                 self._not_now()
             self._cancel = cancel  # consulted only while it waits (as vLLM's)
             self._quiet = indefinite
-            return self._dequeue(_after(timeout), timeout == 0)
+            arena = self._arena
+            if arena is not None:
+                arena.begin(self._seq)  # the message its stubs may name
+            if state is _IDLE:
+                return self._dequeue(_after(timeout), timeout == 0)
+            return self._unfinished(_after(timeout), timeout == 0)
         finally:
             self._busy = False
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
-        """This role's dequeue (``poll``: the caller's timeout is 0)."""
+        """This role's dequeue from IDLE (``poll``: the caller's timeout is 0)."""
+        raise NotImplementedError
+
+    def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
+        """A dequeue from one of this role's ``_resumable`` states."""
         raise NotImplementedError
 
     def shutdown(self) -> None:
