@@ -22,6 +22,14 @@ from verifiedring.queue import wire
 from verifiedring.queue.serialization import Serializer
 from verifiedring.queue.sockets import Signer, hello_topic
 from verifiedring.ring import ReaderCursor, WriterCursor
+from verifiedring.testing.faults import (
+    forge_chunk,
+    reader_cursor,
+    reader_socket,
+    replace_reader_cursor,
+    send_frame,
+    writer_sockets,
+)
 
 T = 10.0  # bound for a wait that must succeed
 LOOPBACK = "127.0.0.1"
@@ -177,13 +185,11 @@ def test_frame_that_arrives_during_a_ring_wait_is_kept(queues: Make) -> None:
     (stashed) and returned for its marker. (Catches:
     frame-dropped-while-waiting-on-ring.)"""
     w, (r,) = queues([0])
-    real = r._cursor  # type: ignore[attr-defined]
-    hook = _ArrivesDuringRingWait(real, r._sock, lambda: w.enqueue(BIG, timeout=T))  # type: ignore[attr-defined]
-    r._cursor = hook  # type: ignore[attr-defined]
-    try:
+    hook = _ArrivesDuringRingWait(
+        reader_cursor(r), reader_socket(r), lambda: w.enqueue(BIG, timeout=T)
+    )
+    with replace_reader_cursor(r, hook):
         got = r.dequeue(3.0)  # the frame is in hand: no wait at all once the marker is seen
-    finally:
-        r._cursor = real  # type: ignore[attr-defined]
     assert hook.send is None and hook.polls >= 3  # the interleaving did happen
     assert got == BIG
     w.enqueue("next", timeout=T)
@@ -200,8 +206,8 @@ def test_ready_waits_for_remote_subscriptions_too() -> None:
     with MessageQueue(2, 1, [0], connect_ip=LOOPBACK) as w:
         h = w.export_handle()
         with MessageQueue.create_from_handle(h, 0):
-            local = w._local  # type: ignore[attr-defined]
-            assert local.socket.poll(int(T * 1000))  # the local subscription is queued
+            local, _ = writer_sockets(w)
+            assert local is not None and local.poll(int(T * 1000))  # the subscription is queued
             with pytest.raises(RingTimeoutError, match="1 of 1 remote readers missing"):
                 w.wait_until_ready(timeout=0.5)
 
@@ -213,9 +219,7 @@ def test_ring_chunk_out_of_sequence_is_refused(queues: Make) -> None:
     """A ring chunk whose seq is not the next one is a lost message, never returned.
     (Catches: seq-check-removed-ring.)"""
     w, (r,) = queues([0])
-    cursor = w._cursor  # type: ignore[attr-defined]
-    with cursor.acquire_write(T) as chunk:  # as if messages 0..4 had been lost
-        wire.write_inline(chunk, 5, Serializer().dumps("intruder"))
+    forge_chunk(w, 5, "intruder", T)  # as if messages 0..4 had been lost
     with pytest.raises(BrokenPeerError, match=r"on the ring got INLINE seq 5, expected .*seq 0"):
         r.dequeue(T)
 
@@ -224,9 +228,7 @@ def test_local_frame_out_of_sequence_is_refused(queues: Make) -> None:
     """An overflow frame whose seq is not its marker's is refused.
     (Catches: seq-check-removed-local-frame.)"""
     w, (r,) = queues([0])
-    w._local.socket.send_multipart(  # type: ignore[attr-defined]
-        wire.frame_parts(1, Serializer().dumps("intruder"))
-    )
+    send_frame(w, "local", wire.frame_parts(1, Serializer().dumps("intruder")))
     w.enqueue(BIG, timeout=T)  # marker seq 0, then its frame, behind the stray one
     with pytest.raises(
         BrokenPeerError, match=r"on the local socket got OVERFLOW seq 1, expected .*seq 0"
@@ -239,7 +241,7 @@ def test_remote_frame_out_of_sequence_is_refused(queues: Make) -> None:
     (Catches: seq-check-removed-remote.)"""
     w, (r,) = queues([], 1)
     parts = wire.frame_parts(3, Serializer().dumps("intruder"))
-    w._send_all(None, parts, "", "a stray frame")  # type: ignore[attr-defined]  # authentic
+    send_frame(w, "remote", parts)  # authentic
     with pytest.raises(
         BrokenPeerError, match=r"on the remote socket got OVERFLOW seq 3, expected .*seq 0"
     ):
@@ -291,13 +293,15 @@ def test_socket_hwm_covers_the_window_with_batching(queues: Make) -> None:
     max_chunks, window = 3, 16
     w, (local, remote) = queues([0], 1, max_chunks=max_chunks, remote_window=window)
     control = 2  # READY and SHUTDOWN
+    local_xpub, remote_xpub = writer_sockets(w)
     pipes = [
-        (w._local.socket, zmq.SNDHWM, max_chunks + 1),  # type: ignore[attr-defined]
-        (local._sock, zmq.RCVHWM, max_chunks + 1),  # type: ignore[attr-defined]
-        (w._remote_sock, zmq.SNDHWM, window),  # type: ignore[attr-defined]
-        (remote._sock, zmq.RCVHWM, window),  # type: ignore[attr-defined]
+        (local_xpub, zmq.SNDHWM, max_chunks + 1),
+        (reader_socket(local), zmq.RCVHWM, max_chunks + 1),
+        (remote_xpub, zmq.SNDHWM, window),
+        (reader_socket(remote), zmq.RCVHWM, window),
     ]
     for sock, option, most in pipes:
+        assert sock is not None
         hwm = sock.getsockopt(option)
         assert _never_reached(hwm, most + control), (option, hwm, most)
     w.enqueue(BIG, timeout=T)

@@ -7,6 +7,7 @@ import gc
 import multiprocessing as mp
 import os
 import pickle
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,16 +15,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.fakes import HeldSocket, WedgedSocket, segment_exists
+from support.fakes import segment_exists
 
 from verifiedring import (
     BrokenPeerError,
+    BusyError,
     ClosedError,
     Handle,
     MessageQueue,
     MisuseError,
     RingTimeoutError,
+    ShmRingBuffer,
 )
+from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
 
 T = 10.0  # generous bound for any single wait in these tests
 LOOPBACK = "127.0.0.1"
@@ -210,19 +214,18 @@ def test_timeout_while_overflow_frame_pending_retry_returns_same_object(
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w, r = g.writer, g.readers[0]
-    held = HeldSocket(w._local.socket)
-    w._local.socket = held  # type: ignore[assignment]
+    held = hold_local_frames(w)
     big = b"B" * 50_000
     w.enqueue(big, timeout=T)
     w.enqueue("after", timeout=T)
     with pytest.raises(RingTimeoutError, match="overflow frame seq 0"):
         r.dequeue(timeout=0.05)
-    # The slot was released: the writer can refill both chunks meanwhile.
+    # The chunk was released: the writer can refill both chunks meanwhile.
     w.enqueue("third", timeout=T)
     with pytest.raises(RingTimeoutError, match="overflow frame seq 0"):
         r.dequeue(timeout=0)
     held.release()
-    w._local.socket = held.sock
+    held.restore()
     assert r.dequeue(T) == big
     assert r.dequeue(T) == "after"
     assert r.dequeue(T) == "third"
@@ -361,13 +364,13 @@ def test_role_misuse(group: Callable[..., Group]) -> None:
     [lambda: 1, threading.Lock(), (1, [2, {"k": threading.Lock()}])],
     ids=["lambda", "lock", "nested-lock"],
 )
-def test_unpicklable_fails_before_claiming_a_slot(group: Callable[..., Group], bad: Any) -> None:
+def test_unpicklable_fails_before_claiming_a_chunk(group: Callable[..., Group], bad: Any) -> None:
     g = group(1, 1, max_chunks=2)
     with pytest.raises(MisuseError, match=type(bad).__qualname__):
         g.writer.enqueue(bad, timeout=0)
     roundtrip(g, [1, 2])
     roundtrip(g, b"o" * 20_000)
-    roundtrip(g)  # a 2-chunk ring cycled: no slot was leaked
+    roundtrip(g)  # a 2-chunk ring cycled: no chunk was leaked
 
 
 def test_enqueue_before_ready_is_misuse() -> None:
@@ -435,13 +438,10 @@ def test_a_send_that_times_out_is_a_broken_peer_naming_the_frame(
 ) -> None:
     g = group(1, 0, max_chunks=2)
     w = g.writer
-    real = w._local.socket
-    w._local.socket = WedgedSocket(real)  # type: ignore[assignment]
-    try:
-        with pytest.raises(BrokenPeerError, match="overflow frame seq 0 could not be queued"):
-            w.enqueue(b"B" * 50_000, timeout=T)
-    finally:
-        w._local.socket = real
+    with wedge_local_socket(w), pytest.raises(
+        BrokenPeerError, match="overflow frame seq 0 could not be queued"
+    ):
+        w.enqueue(b"B" * 50_000, timeout=T)
 
 
 def test_large_inline_buffers_are_owned_by_the_reader(group: Callable[..., Group]) -> None:
@@ -482,3 +482,84 @@ def test_wait_until_ready_retried_after_a_timeout_keeps_the_readers_it_saw() -> 
                 r1.wait_until_ready(T)
                 w.enqueue("ready")
                 assert [r0.dequeue(T), r1.dequeue(T)] == ["ready", "ready"]
+
+
+def _until_busy(call: Callable[[], Any], bound: float = T) -> BusyError:
+    """``call`` (a non-blocking queue call) repeated until another thread is inside the
+    same end: it then raises BusyError. Before that it times out, touching nothing."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        try:
+            call()
+        except BusyError as exc:
+            return exc
+        except RingTimeoutError:
+            time.sleep(0.001)  # the other thread is not inside yet
+            continue
+        raise AssertionError("the call succeeded while another thread should be inside")
+    raise AssertionError(f"no BusyError within {bound} s")
+
+
+def _retrying(call: Callable[[], Any]) -> Any:
+    """``call`` in a thread that may itself meet the main thread's probe: retried."""
+    while True:
+        try:
+            return call()
+        except BusyError:
+            continue
+
+
+def test_two_threads_in_one_reader_raise_busy_and_leave_it_intact(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1, 0)
+    r = g.readers[0]
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.append(_retrying(lambda: r.dequeue(timeout=T))))
+    t.start()
+    exc = _until_busy(lambda: r.dequeue(timeout=0))
+    assert isinstance(exc, MisuseError) and "another thread is inside" in str(exc)
+    assert f"local reader rank {r.rank}" in str(exc)
+    g.writer.enqueue("first", timeout=T)
+    t.join(T)
+    assert not t.is_alive() and got == ["first"]
+    g.writer.enqueue("second", timeout=T)
+    assert r.dequeue(timeout=T) == "second"  # nothing lost, nothing read twice
+
+
+def test_two_threads_in_one_writer_raise_busy_and_leave_it_intact(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1, 0, max_chunks=2)
+    w, r = g.writer, g.readers[0]
+    w.enqueue(0, timeout=T)
+    w.enqueue(1, timeout=T)  # the ring is full: the next enqueue waits for room
+    t = threading.Thread(target=lambda: _retrying(lambda: w.enqueue(2, timeout=T)))
+    t.start()
+    exc = _until_busy(lambda: w.enqueue("never", timeout=0))
+    assert "writer (pid" in str(exc) and "enqueue()" in str(exc)
+    got = [r.dequeue(timeout=T) for _ in range(3)]
+    t.join(T)
+    assert not t.is_alive() and got == [0, 1, 2]
+    w.enqueue(3, timeout=T)
+    assert r.dequeue(timeout=T) == 3
+
+
+def test_repr_names_type_role_rank_seq_and_state() -> None:
+    g = Group(1, 0, [7])
+    w, r = g.writer, g.readers[0]
+    roundtrip(g, "one")
+    assert re.fullmatch(r"<QueueWriter writer \(pid \d+\) seq 1 chunk>", repr(w)), repr(w)
+    assert re.fullmatch(
+        r"<LocalReader local reader rank 7 \(pid \d+\) seq 1 idle>", repr(r)
+    ), repr(r)
+    ring = ShmRingBuffer(2, 1024, 3)
+    cursor = ring.writer()
+    assert re.fullmatch(
+        rf"<ShmRingBuffer '{ring.name}' 2 readers x 3 chunks of 1024 bytes, writer>", repr(ring)
+    ), repr(ring)
+    assert repr(cursor) == f"<WriterCursor writer of ring {ring.name!r} chunk 0 idle>"
+    ring.close()
+    assert repr(cursor).endswith("chunk 0 closed>") and repr(ring).endswith(", writer closed>")
+    g.close()
+    assert repr(w).endswith(" seq 1 closed>") and repr(r).endswith(" seq 1 closed>")

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.fakes import WedgedSocket
 
 from verifiedring import (
     BrokenPeerError,
@@ -20,6 +19,7 @@ from verifiedring import (
     MessageQueue,
     RingTimeoutError,
 )
+from verifiedring.testing.faults import wedge_local_socket
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -92,11 +92,10 @@ def test_a_send_failing_after_publish_breaks_the_writer_for_good(
 ) -> None:
     w, (r,) = queues(1, 0)
     w.enqueue("zero", timeout=T)
-    real = w._local.socket  # type: ignore[attr-defined]
-    w._local.socket = WedgedSocket(real)  # type: ignore[attr-defined]
-    with pytest.raises(BrokenPeerError, match="overflow frame seq 1 could not be queued"):
+    with wedge_local_socket(w), pytest.raises(
+        BrokenPeerError, match="overflow frame seq 1 could not be queued"
+    ):
         w.enqueue(b"B" * 50_000, timeout=T)  # its marker is already in the ring
-    w._local.socket = real  # type: ignore[attr-defined]
     for _ in range(2):  # never again reuses seq 1 for another object
         with pytest.raises(BrokenPeerError, match="broken since sending overflow frame seq 1"):
             w.enqueue("two", timeout=T)
@@ -157,14 +156,14 @@ def test_an_interrupt_after_publish_breaks_the_writer(
     queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from verifiedring.queue import writer as writer_module
+    from verifiedring.queue import transmitters
 
     w, (r, _remote) = queues(1, 1)
 
     def interrupted(*args: Any) -> None:
         raise _Interrupt
 
-    monkeypatch.setattr(writer_module, "send_frames", interrupted)
+    monkeypatch.setattr(transmitters, "send_frames", interrupted)
     with pytest.raises(_Interrupt):
         w.enqueue("published, never sent remotely", timeout=T)
     monkeypatch.undo()
@@ -204,17 +203,17 @@ def test_a_waiting_dequeue_looks_at_its_socket_once_per_slice_not_per_call(
     """Each dequeue that had to wait once drained the socket and checked the writer's
     pid (/proc) first: ~90 us per message in a ping-pong (10x the floor ring). Waiting
     dequeues look every SLICE; only a timeout=0 poll looks every call."""
-    from verifiedring.queue import local_reader
+    from verifiedring.queue.flavors import overflow
 
     w, (r,) = queues(1, 0)
     looks = []
-    real = local_reader.pending_frames
+    real = overflow.pending_frames
 
     def counted(sock: Any) -> Any:
         looks.append(1)
         return real(sock)
 
-    monkeypatch.setattr(local_reader, "pending_frames", counted)
+    monkeypatch.setattr(overflow, "pending_frames", counted)
     for _ in range(40):  # 40 waits of 1 ms each, well within one SLICE
         with pytest.raises(RingTimeoutError):
             r.dequeue(timeout=0.001)

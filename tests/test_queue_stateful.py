@@ -9,11 +9,15 @@ takes an overflow marker from the ring must time out with the marker pending,
 and the retry -- after the frames are let through -- must return that same
 object. The model predicts, step by step, whether each call succeeds and
 what it returns; the teardown drains both readers and compares the complete
-delivered sequences (content, order, count) with what was sent.
+delivered sequences (content, order, count) with what was sent. After every
+step the machines check the spec's invariants on the real ends
+(``@invariant``, named after ``spec/MessageQueue.tla``'s); each machine's
+TestCase checks, when its examples are done, that every action it drives fired
+at least its floor of times (it fails, never skips).
 
 Model of the local reader: ``local_next`` (index of the next object it will
 return) and ``local_pending`` (it has taken the overflow marker of that object
-from the ring and released its slot). The writer's ring is full exactly when
+from the ring and released its chunk). The writer's ring is full exactly when
 ``sent - (local_next + local_pending) == MAX_CHUNKS``.
 """
 
@@ -29,8 +33,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
-from support.fakes import HeldSocket
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from support.unpicklable import FailsToLoad, Unpicklable
 
 from verifiedring import (
@@ -41,8 +44,11 @@ from verifiedring import (
     MisuseError,
     RingTimeoutError,
 )
+from verifiedring.queue.lifecycle import ReaderState, WriterState
+from verifiedring.queue.wire import OVERFLOW, read_header
+from verifiedring.testing.faults import LocalFrames, local_frames, ring_chunk
 
-#: The machines and the tests of what they fired share a worker (``--dist loadgroup``).
+#: The machines run on one worker (``--dist loadgroup``), each checking its own floors.
 pytestmark = pytest.mark.xdist_group("queue-machines")
 
 CHUNK = 1024
@@ -114,8 +120,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.shutdown_held = False
         for q in (self.writer, self.local, self.remote):
             q.wait_until_ready(PATIENT)
-        self.held = _MarkerFirst(self.writer, holding=False)
-        self.writer._local.socket = self.held  # type: ignore[assignment]
+        self.held = _marker_first(self.writer)
         self.holding = False
         self.sent: list[bytes] = []
         #: WriterPublishChunk calls: a precondition on it depends on the drawn steps only,
@@ -156,17 +161,17 @@ class QueueMachine(RuleBasedStateMachine):
         assert not full, "enqueue succeeded into a full ring"
         seq = len(self.sent)
         self.sent.append(encoded(obj))
-        is_overflow = self._was_framed(seq)
+        is_overflow = self._was_overflow(seq)
         self.overflow.append(is_overflow)
         if is_overflow and self.holding and self.held_from is None:
             self.held_from = seq
 
-    def _was_framed(self, seq: int) -> bool:
+    def _was_overflow(self, seq: int) -> bool:
         # An overflow frame for ``seq`` went to the local socket iff the held socket
         # saw it (holding) or -- not holding -- the chunk's marker says so.
         if self.holding:
             return any(_seq_of(p) == seq for p in self.held.held)
-        return self.writer._cursor is not None and _marker_is_framed(self.writer, seq)
+        return _marker_is_overflow(self.writer, seq)
 
     @precondition(lambda self: not self.shut and self.publish_calls >= 6)
     @rule()
@@ -247,6 +252,27 @@ class QueueMachine(RuleBasedStateMachine):
         assert encoded(obj) == self.sent[i], f"remote reader: object {i} differs"
         self.remote_got.append(self.sent[i])
 
+    # --- the spec's invariants, on the real ends -------------------------------------
+
+    @invariant()
+    def NoOutOfOrderInv(self) -> None:
+        """No end ever saw a sequence number or kind it did not expect (broken)."""
+        for q in (self.writer, self.local, self.remote):
+            assert q.state not in (WriterState.BROKEN, ReaderState.BROKEN), q
+
+    @invariant()
+    def DeliveredPrefixInv(self) -> None:
+        """Each reader's deliveries are the first objects sent, in order."""
+        assert self.local_got == self.sent[: len(self.local_got)]
+        assert self.remote_got == self.sent[: len(self.remote_got)]
+
+    @invariant()
+    def ClosedAfterAllInv(self) -> None:
+        """A reader is closed only once the writer shut down and it received all."""
+        for q, got in ((self.local, self.local_got), (self.remote, self.remote_got)):
+            if q.state is ReaderState.CLOSED:
+                assert self.writer.state is WriterState.SHUT and len(got) == len(self.sent)
+
     # --- teardown: drain and compare everything -------------------------------------
 
     def teardown(self) -> None:
@@ -272,7 +298,7 @@ class QueueMachine(RuleBasedStateMachine):
                 else:
                     raise AssertionError("a reader returned more objects than were sent")
         finally:
-            self.writer._local.socket = self.held.sock
+            self.held.restore()
             for q in (self.local, self.remote, self.writer):
                 q.close()
 
@@ -281,29 +307,23 @@ class QueueMachine(RuleBasedStateMachine):
         self.local_got.append(encoded(obj))
 
 
-class _MarkerFirst(HeldSocket):
+def _marker_first(writer: MessageQueue) -> LocalFrames:
     """The writer's local socket, checking WriterSendLocalFrame's guard at every send:
     the frame's marker is already published in the ring (written = 1, its seq)."""
+    frames = local_frames(writer)
 
-    def __init__(self, writer: MessageQueue, holding: bool) -> None:
-        super().__init__(writer._local.socket, holding)  # type: ignore[attr-defined]
-        self.writer = writer
-
-    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
-        from verifiedring.layout import WRITTEN_POSITION
-        from verifiedring.queue.wire import HEADER, OVERFLOW
-
-        if HEADER.unpack_from(parts[0])[0] != OVERFLOW:  # READY, SHUTDOWN
-            super().send_multipart(parts, copy)
+    def check(parts: list[Any]) -> None:
+        if read_header(parts[0])[0] != OVERFLOW:  # READY, SHUTDOWN
             return
         seq = _seq_of(parts)
-        ring = self.writer._ring  # type: ignore[attr-defined]
-        written = ring._flag_views[seq % MAX_CHUNKS][WRITTEN_POSITION]
-        assert written == 1 and _marker_is_framed(self.writer, seq), (
+        written = ring_chunk(writer, seq % MAX_CHUNKS)[0]
+        assert written == 1 and _marker_is_overflow(writer, seq), (
             f"overflow frame seq {seq} sent before its marker was published"
         )
         event("overflow frame sent after its published marker")
-        super().send_multipart(parts, copy)
+
+    frames.before_send = check
+    return frames
 
 
 def with_closed(dequeue: Any, total: int) -> None:
@@ -317,21 +337,13 @@ def with_closed(dequeue: Any, total: int) -> None:
 
 
 def _seq_of(parts: list[Any]) -> int:
-    from verifiedring.queue.wire import HEADER
-
-    seq: int = HEADER.unpack_from(parts[0])[1]
-    return seq
+    return read_header(parts[0])[1]
 
 
-def _marker_is_framed(writer: MessageQueue, seq: int) -> bool:
-    from verifiedring.queue.wire import HEADER, OVERFLOW
-
-    ring = writer._ring
-    assert ring is not None
-    chunk = ring._data_views[seq % MAX_CHUNKS]
-    kind, got = HEADER.unpack_from(chunk)[:2]
+def _marker_is_overflow(writer: MessageQueue, seq: int) -> bool:
+    _, kind, got = ring_chunk(writer, seq % MAX_CHUNKS)
     assert got == seq
-    return bool(kind == OVERFLOW)
+    return kind == OVERFLOW
 
 
 def _settings(examples: int, steps: int) -> settings:
@@ -345,17 +357,10 @@ def _settings(examples: int, steps: int) -> settings:
 
 
 def _check_floors(name: str, fired: Counter[str], floors: dict[str, int]) -> None:
-    """Runs after the machine's TestCase in the same process (same module and xdist
-    group, in order): every action in ``floors`` fired at least that often."""
-    if not fired:
-        pytest.skip(f"{name} did not run in this process")
+    """Every action in ``floors`` fired at least that often over the machine's run."""
     print(f"{name} fired: {dict(sorted(fired.items()))}")
     low = {a: (fired[a], n) for a, n in floors.items() if fired[a] < n}
     assert not low, f"actions below their floor (fired, floor): {low}"
-
-
-QueueMachine.TestCase.settings = _settings(60, 50)
-TestQueueMachine = QueueMachine.TestCase
 
 
 #: Actions the machine must fire over a CI run, and how often at least. The rest of
@@ -372,8 +377,14 @@ FLOORS = {
 }
 
 
-def test_queue_machine_fired_every_action() -> None:
-    _check_floors("TestQueueMachine", QueueMachine.fired, FLOORS)
+class TestQueueMachine(QueueMachine.TestCase):
+    settings = _settings(60, 50)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        """The machine's own end: its floors, checked where it ran (never skipped)."""
+        super().tearDownClass()
+        _check_floors("TestQueueMachine", QueueMachine.fired, FLOORS)
 
 
 # --- runs: large objects streamed through the ring ------------------------------------
@@ -467,6 +478,22 @@ class RunMachine(RuleBasedStateMachine):
             return
         assert want == ("ok", encoded(obj)), f"message {self.got - 1} differs"
 
+    # --- the spec's invariants, on the real ends -------------------------------------
+
+    @invariant()
+    def RunIntactInv(self) -> None:
+        """Every run the reader read was whole and in place: no chunk of it refilled
+        before it was read (the reader would be broken, or its object differ, checked
+        per delivery) and the writer's run ended (LAST or ABORT) before the next."""
+        assert self.reader.state is not ReaderState.BROKEN, self.reader
+        assert self.writer.state is WriterState.CHUNK, self.writer
+
+    @invariant()
+    def NoOutOfOrderInv(self) -> None:
+        """No end ever saw a sequence number or kind it did not expect."""
+        for q in (self.writer, self.reader):
+            assert q.state not in (WriterState.BROKEN, ReaderState.BROKEN), q
+
     def teardown(self) -> None:
         try:
             while not self.drained():
@@ -477,14 +504,17 @@ class RunMachine(RuleBasedStateMachine):
             self.writer.close()
 
 
-RunMachine.TestCase.settings = _settings(30, 30)
-TestRunMachine = RunMachine.TestCase
-
 RUN_FLOORS = {
     "WriterPublishRunChunk": 30, "WriterAbortRun": 3, "ReaderReadRunChunk": 30,
     "ReaderReleaseRunChunk": 30, "ReaderTakeChunk": 20, "WriterPublishChunk": 5,
 }
 
 
-def test_run_machine_fired_every_action() -> None:
-    _check_floors("TestRunMachine", RunMachine.fired, RUN_FLOORS)
+class TestRunMachine(RunMachine.TestCase):
+    settings = _settings(30, 30)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        """The machine's own end: its floors, checked where it ran (never skipped)."""
+        super().tearDownClass()
+        _check_floors("TestRunMachine", RunMachine.fired, RUN_FLOORS)

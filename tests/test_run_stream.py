@@ -32,6 +32,7 @@ from verifiedring import (
     VerifiedRingError,
 )
 from verifiedring.queue import wire
+from verifiedring.testing.faults import interrupt_writer_wait, run_holds_object, writer_run
 
 T = 20.0
 #: How long an exchange may take in all (each takes well under a second); a reader
@@ -192,19 +193,16 @@ def _interrupt_while_waiting_for_room(writer: Any) -> None:
     """Enqueue 100 KB (25 chunks) while no reader reads: KeyboardInterrupt lands in the
     writer's wait for room after the run's first chunks, leaving the run unfinished."""
     interrupted = threading.Event()
-    watch = writer._watch
+    run = writer_run(writer)
 
-    def interrupting_watch() -> None:
-        run = writer._run
-        if run is not None and run.part > 0 and not interrupted.is_set():
+    def mid_run() -> bool:
+        if run.part > 0:
             interrupted.set()
-            raise KeyboardInterrupt
-        watch()
+        return interrupted.is_set()
 
-    writer._watch = interrupting_watch
-    with pytest.raises(KeyboardInterrupt):
+    with interrupt_writer_wait(writer, mid_run), pytest.raises(KeyboardInterrupt):
         writer.enqueue(b"w" * 100_000, timeout=T)  # blocks after 4 chunks
-    assert interrupted.is_set() and writer._run is not None and writer._run.active
+    assert interrupted.is_set() and run.active
 
 
 def test_a_run_interrupted_while_waiting_for_room_aborts_for_remote_readers_too(
@@ -346,8 +344,8 @@ def test_the_first_claim_timing_out_publishes_nothing_and_keeps_nothing(
     big = b"t" * 100_000
     with pytest.raises(RingTimeoutError, match=r"could not enqueue message seq 4"):
         g.writer.enqueue(big, timeout=0.05)
-    run = g.writer._run
-    assert run is not None and not run.active and run._obj is None
+    run = writer_run(g.writer)
+    assert not run.active and not run_holds_object(g.writer)
     got: list[Any] = []
     reader = threading.Thread(target=lambda: got.extend(
         g.readers[0].dequeue(timeout=T) for _ in range(CHUNKS + 1)))
@@ -396,8 +394,7 @@ def test_a_chunk_is_released_only_once_its_bytes_are_consumed(
 
 def test_a_broken_run_is_refused_naming_the_chunk(stream_group: Callable[..., Group]) -> None:
     g = stream_group(1)
-    run = g.writer._run
-    assert run is not None
+    run = writer_run(g.writer)
     run.begin(0, wire_deadline(), lambda: None, None)
     run.write(b"\0" * (2 * CHUNK))  # FIRST and MORE published, the third chunk held
     run.seq = 5  # ... and it claims to belong to another message

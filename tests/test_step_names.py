@@ -22,7 +22,7 @@ RING_SPEC = ROOT / "spec" / "RingBuffer.tla"
 QUEUE_SPEC = ROOT / "spec" / "MessageQueue.tla"
 SLEEP_SPEC = ROOT / "spec" / "ReaderSleep.tla"
 RING_CODE = [SRC / "cursors.py"]
-QUEUE_CODE = sorted((SRC / "queue").glob("*.py"))
+QUEUE_CODE = sorted((SRC / "queue").rglob("*.py"))
 
 
 def test_parser_on_a_toy_spec() -> None:

@@ -45,6 +45,7 @@ from verifiedring.steps import (
     ARENA_REBUILD,
     ARENA_RELEASE,
 )
+from verifiedring.testing.faults import arena_of
 
 T = 20.0
 MIB = 1 << 20
@@ -194,13 +195,13 @@ class ArenaGroup:
 
     @property
     def arena(self) -> ArenaWriter:
-        a = self.writer._arena  # type: ignore[attr-defined]
-        assert a is not None
+        a = arena_of(self.writer)
+        assert isinstance(a, ArenaWriter)
         return a
 
     def reader_arena(self, i: int) -> ArenaReader:
-        a = self.readers[i]._arena  # type: ignore[attr-defined]
-        assert a is not None
+        a = arena_of(self.readers[i])
+        assert isinstance(a, ArenaReader)
         return a
 
     def close(self) -> None:
@@ -274,7 +275,7 @@ def test_small_tensors_and_remote_readers_do_not_use_the_arena(group: Any) -> No
     assert g.arena.copies == 1 and list(g.reader_arena(0).viewed) == [0]
     assert torch.equal(small, pattern(1, MIB)) and torch.equal(big, pattern(2, 3 * MIB))
     with MessageQueue(2, 1, connect_ip="127.0.0.1", enable_shm_tensor_arena=True) as w:
-        assert w._arena is None and w.export_handle().arena is None  # type: ignore[attr-defined]
+        assert arena_of(w) is None and w.export_handle().arena is None
 
 
 def test_close_releases_unviewed_slots_and_leaves_no_segment(group: Any) -> None:
@@ -339,7 +340,7 @@ def test_an_enqueue_that_times_out_after_its_claim_is_reclaimed_by_the_retry(gro
 
 def test_no_leftover_after_mq_is_none() -> None:
     w = MessageQueue(1, 1, enable_shm_tensor_arena=True, arena_slots=1, arena_slot_bytes=16 * MIB)
-    name = w._arena.handle.name  # type: ignore[attr-defined]
+    name = _writer_arena(w).handle.name
     r = MessageQueue.create_from_handle(w.export_handle(), 0)
     assert segment_exists(name)  # before the handshake: named
     del r
@@ -382,6 +383,12 @@ N_MSGS = 8
 SLOT = 12 * MIB
 
 
+def _writer_arena(w: MessageQueue) -> ArenaWriter:
+    a = arena_of(w)
+    assert isinstance(a, ArenaWriter)
+    return a
+
+
 def _message(i: int) -> dict[str, Any]:
     return {"i": i, "big": pattern(i, (8 + i % 3) * MIB // 4), "oob": pattern(-i, 64 * 1024)}
 
@@ -390,7 +397,8 @@ def _reader_proc(handle: Any, rank: int, out: Any) -> None:
     try:
         q = MessageQueue.create_from_handle(handle, rank)
         q.wait_until_ready(T * 3)
-        a = q._arena  # type: ignore[attr-defined]
+        a = arena_of(q)
+        assert isinstance(a, ArenaReader)
         report = []
         held: list[Any] = []
         for _ in range(N_MSGS):
@@ -419,9 +427,9 @@ def test_three_reader_processes_get_exact_bytes_through_the_arena() -> None:
             w.wait_until_ready(T * 6)
             in_arena = []
             for i in range(N_MSGS):
-                before = w._arena.copies  # type: ignore[attr-defined]
+                before = _writer_arena(w).copies
                 w.enqueue(_message(i), timeout=T * 3)
-                in_arena.append(w._arena.copies == before + 1)  # type: ignore[attr-defined]
+                in_arena.append(_writer_arena(w).copies == before + 1)
             results = {}
             for _ in procs:
                 rank, report, err = out.get(timeout=T * 6)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     BrokenPeerError,
+    BusyError,
     CancelledError,
     ClosedError,
     DecodeError,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BrokenPeerError",
+    "BusyError",
     "CancelledError",
     "ClosedError",
     "DecodeError",

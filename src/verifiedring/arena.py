@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import MisuseError
+from .errors import require_int
 from .ordering import fence
 from .shm import SharedSegment
 
@@ -113,8 +113,7 @@ class ArenaWriter(_Arena):
         slot_bytes: int = DEFAULT_SLOT_BYTES,
     ) -> None:
         for what, value in (("n_slots", n_slots), ("slot_bytes", slot_bytes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise MisuseError(f"tensor arena {what} must be an int >= 1, got {value!r}")
+            require_int(f"tensor arena {what}", value)
         probe = ArenaHandle("", n_reader, n_slots, slot_bytes)
         segment = SharedSegment.create(probe.total_bytes)
         super().__init__(ArenaHandle(segment.name, n_reader, n_slots, slot_bytes), segment)

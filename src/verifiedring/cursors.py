@@ -54,12 +54,11 @@ and their bounds, in ``spec/README.md``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .errors import ClosedError, MisuseError, RingTimeoutError
+from .cursor_base import ReaderSide, WriterSide, claimed_roles
 from .layout import WRITTEN_POSITION
 from .ordering import fence
 from .steps import (
@@ -90,7 +89,6 @@ from .waiting import (
     SPIN_SECONDS,
     Deadline,
     Sleeper,
-    StallLog,
     futex_wait,
     futex_wake,
     wait_for,
@@ -99,66 +97,10 @@ from .waiting import (
 if TYPE_CHECKING:
     from .ring import ShmRingBuffer
 
-#: Roles claimed in this process, per segment: (segment name, reader index) for a
-#: reader, (segment name, None) for the writer. Two cursors of one role on one
-#: segment in one process would break the single-writer / own-flag rules.
-claimed_roles: set[tuple[str, int | None]] = set()
+__all__ = ["ReaderCursor", "WriterCursor", "claimed_roles"]
 
 
-class _Cursor:
-    """State shared by both cursor kinds: views, index, hold state."""
-
-    actor: str
-
-    def __init__(
-        self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
-    ) -> None:
-        self._ring = ring
-        self._name = ring.name
-        self._n_reader = ring.layout.n_reader
-        self._max_chunks = ring.layout.max_chunks
-        self._data = ring._data_views
-        self._flags = ring._flag_views
-        self._sleep_words = ring._sleep_words  # one 32-bit word per reader (layout.py)
-        self.observer = observer
-        self.log_interval = log_interval
-        self.index = 0  # the next chunk this side will use; private to this side
-        self._holding = False
-        self._closed = False  # set when the ring closes (it detaches every cursor)
-        self._claim_key: tuple[str, int | None] = (ring.name, None)
-
-    @property
-    def holding(self) -> bool:
-        """A chunk is entered and not yet left (its with-block has not ended)."""
-        return self._holding
-
-    def _refuse(self) -> None:
-        """Raise the error that explains why this cursor cannot acquire now."""
-        if self._closed:
-            raise ClosedError(f"{self.actor} of ring {self._name!r}: the ring is closed")
-        if self._holding:
-            raise MisuseError(
-                f"{self.actor} of ring {self._name!r} already holds chunk {self.index}: "
-                "finish the current with-block before acquiring again"
-            )
-
-    def flag_state(self) -> str:
-        """The flag bytes of this side's current chunk, for diagnostics (not ordered)."""
-        flags = self._flags[self.index]
-        return f"written={flags[WRITTEN_POSITION]}, read flags={list(flags[1:])}"
-
-    def _stall_log(self) -> StallLog:
-        return StallLog(self._describe_wait, self.log_interval)
-
-    def _describe_wait(self) -> str:
-        raise NotImplementedError
-
-    def _detach(self) -> None:
-        self._closed = True
-        claimed_roles.discard(self._claim_key)
-
-
-class WriterCursor(_Cursor):
+class WriterCursor(WriterSide):
     """The single writer of a ring. Use ``with w.acquire_write() as buf:``."""
 
     actor = WRITER_ACTOR
@@ -167,9 +109,6 @@ class WriterCursor(_Cursor):
         self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
     ) -> None:
         super().__init__(ring, observer, log_interval)
-        #: What messages call each reader (by index), e.g. its rank, pid and host.
-        self.reader_names: list[str] | None = None
-        #: (reader index, its flag's position in a chunk's flag block), in reader order.
         self._positions = tuple(
             (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
         )
@@ -178,13 +117,9 @@ class WriterCursor(_Cursor):
         self._sleep_addresses = ring.sleep_addresses
 
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
-        """Wait until the next chunk is free; ``with`` it to fill and publish it.
-
-        On normal exit of the ``with`` body the chunk is published to every
-        reader; if the body raises, it stays unpublished and the next write
-        reuses it. Raises :class:`RingTimeoutError` if the chunk is not free
-        within ``timeout`` seconds.
-        """
+        """Wait until the next chunk is free (:class:`RingTimeoutError` after ``timeout``
+        seconds); ``with`` it to fill it: a normal exit publishes it to every reader,
+        a raising body leaves it unpublished (the next write reuses it)."""
         return self.claim(Deadline.after(timeout))
 
     def claim(
@@ -221,7 +156,9 @@ class WriterCursor(_Cursor):
         fence()  # FW1: the loads that saw the chunk free before any store of this write
         return True
 
-    def __enter__(self) -> memoryview:
+    def fill(self) -> memoryview:
+        """The claimed chunk, to fill: then :meth:`publish` it or :meth:`abort` (``with``
+        does both: it publishes on a normal exit, aborts when the body raised)."""
         if self._closed or self._holding:
             self._refuse()
         i = self.index
@@ -238,25 +175,40 @@ class WriterCursor(_Cursor):
         self._holding = True
         return self._data[i]
 
+    __enter__ = fill
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is None:
+            self.publish()
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        """Leave the filled chunk unpublished: the next write reuses it."""
         i = self.index
         obs = self.observer
         self._holding = False
         if obs is not None:
             obs.after_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
-        if exc_type is not None:
             # spec: WriterAbort -- no flag store; written[i] stays 0, index stays i. An
-            # asynchronous exception raised at FW3/FW4 or between the flag clears below
-            # leaves the same way (RingBuffer.tla: WriterAbort in flags/publish).
-            if obs is not None:
-                obs.before_step(WRITER_ACTOR, WRITER_ABORT, i, None)
-                obs.after_step(WRITER_ACTOR, WRITER_ABORT, i, None)
-            return
+            # asynchronous exception raised at FW3/FW4 or between the flag clears of
+            # publish() leaves the same way (RingBuffer.tla: WriterAbort in flags/publish).
+            obs.before_step(WRITER_ACTOR, WRITER_ABORT, i, None)
+            obs.after_step(WRITER_ACTOR, WRITER_ABORT, i, None)
+
+    def publish(self) -> None:
+        """Publish the filled chunk to every reader, then wake the sleeping ones.
+        Interrupted at its start, the chunk stays held (publish again)."""
+        i = self.index
+        obs = self.observer
+        self._holding = False
+        if obs is not None:
+            obs.after_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
         flags = self._flags[i]
         fence()  # FW3: payload stores before the read-flag clears
         for r, pos in self._positions:
@@ -310,32 +262,7 @@ class WriterCursor(_Cursor):
             if obs is not None:
                 obs.after_step(WRITER_ACTOR, WRITER_WAKE, chunk, r)
 
-    def unread_by(self) -> list[int]:
-        """Local reader indices that have not read the writer's current chunk."""
-        flags = self._flags[self.index]
-        return [r for r, pos in self._positions if flags[pos] == 0]
-
-    def _unread(self) -> str:
-        unread = self.unread_by()
-        names = self.reader_names
-        who = "" if names is None else " (" + ", ".join(names[r] for r in unread) + ")"
-        return f"readers {unread}{who} have not read it"
-
-    def _describe_wait(self) -> str:
-        return (
-            f"writer of ring {self._name!r} waits for chunk {self.index} to be free "
-            f"({self.flag_state()}); {self._unread()}"
-        )
-
-    def _timed_out(self, waited: float) -> RingTimeoutError:
-        return RingTimeoutError(
-            f"writer (pid {os.getpid()}) of ring {self._name!r} timed out after {waited:.3f} s "
-            f"on chunk {self.index}: saw {self.flag_state()}, expected written=0 or every "
-            f"read flag 1; {self._unread()}"
-        )
-
-
-class ReaderCursor(_Cursor):
+class ReaderCursor(ReaderSide):
     """Local reader ``reader`` of a ring. Use ``with r.acquire_read() as buf:``."""
 
     def __init__(
@@ -362,13 +289,9 @@ class ReaderCursor(_Cursor):
         self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
 
     def acquire_read(self, timeout: float | None = None) -> ReaderCursor:
-        """Wait for the next published chunk; ``with`` it to read it (read-only by contract).
-
-        On exit of the ``with`` body the chunk is released (marked read by
-        this reader), also when the body raises, so the writer never stalls
-        on it. Raises :class:`RingTimeoutError` if nothing is published within
-        ``timeout`` seconds.
-        """
+        """Wait for the next published chunk (:class:`RingTimeoutError` after ``timeout``
+        seconds); ``with`` it to read it (read-only by contract): leaving releases
+        it, also when the body raises, so the writer never stalls on it."""
         return self.claim(Deadline.after(timeout))
 
     def claim(self, deadline: Deadline) -> ReaderCursor:
@@ -441,7 +364,9 @@ class ReaderCursor(_Cursor):
         fence()  # FR1: the loads that saw the chunk ready before the payload loads
         return True
 
-    def __enter__(self) -> memoryview:
+    def take(self) -> memoryview:
+        """The polled chunk, to read (read-only by contract); then :meth:`release` it
+        (``with`` releases it on exit, also when the body raised)."""
         if self._closed or self._holding:
             self._refuse()
         if self.observer is not None:
@@ -450,12 +375,18 @@ class ReaderCursor(_Cursor):
         self._holding = True
         return self._data[self.index]
 
+    __enter__ = take
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Mark the taken chunk read by this reader: the writer may reuse it."""
         i = self.index
         obs = self.observer
         self._holding = False
@@ -474,17 +405,3 @@ class ReaderCursor(_Cursor):
             self.index = (i + 1) % self._max_chunks
             if obs is not None:
                 obs.after_step(self.actor, READER_RELEASE, i, None)
-
-    def _describe_wait(self) -> str:
-        return (
-            f"reader {self.reader} of ring {self._name!r} waits for chunk {self.index} "
-            f"to be published ({self.flag_state()})"
-        )
-
-    def _timed_out(self, waited: float) -> RingTimeoutError:
-        flags = self._flags[self.index]
-        return RingTimeoutError(
-            f"reader {self.reader} (pid {os.getpid()}) of ring {self._name!r} timed out after "
-            f"{waited:.3f} s on chunk {self.index}: saw written={flags[WRITTEN_POSITION]}, "
-            f"own read flag={flags[self._own]}, expected written=1 and own read flag 0"
-        )

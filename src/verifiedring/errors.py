@@ -1,14 +1,18 @@
-"""The error taxonomy of verifiedring: one base class, five kinds.
+"""The error taxonomy of verifiedring: one base class, six kinds.
 
 Every message names the rule that was broken and the values that broke it,
 so a log line alone tells an operator which process, reader and chunk is
 involved and what was expected.
 
 * :class:`MisuseError` -- the caller broke an API rule (bad geometry, wrong
-  role, index out of range, a message too large). Nothing shared was touched.
+  role, index out of range, a message too large; :class:`BusyError`: two
+  threads in one queue end). Nothing shared was touched.
 * :class:`RingTimeoutError` -- a bounded wait ran out; the ring stays usable
   and the same call may be retried.
 * :class:`ClosedError` -- the channel was closed or shut down by its writer.
+* :class:`CancelledError` -- a blocked call was woken on purpose (``shutdown()``
+  on this end, or its ``cancel`` event); apart from :class:`ClosedError`, as
+  trio keeps them apart: the channel itself may still be open.
 * :class:`BrokenPeerError` -- a peer's state cannot be trusted: a segment is
   gone or has the wrong size, a frame failed authentication, a worker raised.
 * :class:`DecodeError` -- one received message did not unpickle; it was
@@ -26,8 +30,19 @@ class MisuseError(VerifiedRingError, ValueError):
     """An API rule was broken by the caller; shared state is unchanged."""
 
 
+class BusyError(MisuseError):
+    """Two threads are inside one queue end's ``enqueue`` or ``dequeue`` at once (a
+    queue end is used from one thread). The second call raises this before it
+    touches any state; the first goes on unharmed."""
+
+
 class SharedMemoryFullError(MisuseError, RuntimeError):
-    """``/dev/shm`` cannot hold the segment; raised at construction, never later."""
+    """``/dev/shm`` cannot hold the segment; raised at construction, never later.
+
+    Not misuse: it is the environment (the machine's shared memory is full). Its
+    bases are kept for vLLM compatibility, which raises ``RuntimeError`` and
+    whose callers catch ``ValueError`` for a bad geometry; retrying once memory
+    is freed is safe."""
 
 
 class RingTimeoutError(VerifiedRingError, TimeoutError):
@@ -38,9 +53,10 @@ class ClosedError(VerifiedRingError):
     """The channel is closed, or its writer sent shutdown."""
 
 
-class CancelledError(ClosedError, RuntimeError):
+class CancelledError(VerifiedRingError, RuntimeError):
     """A blocked call was woken by ``shutdown()`` on its queue end (another thread) or
-    by its ``cancel`` event. A ``RuntimeError`` too, as vLLM's woken readers raise."""
+    by its ``cancel`` event. Not a :class:`ClosedError`: ``except ClosedError`` does
+    not swallow a cancel. A ``RuntimeError``, as vLLM's woken readers raise."""
 
 
 class BrokenPeerError(VerifiedRingError):
@@ -87,3 +103,11 @@ class MessageAbortedError(DecodeError):
             f"{f' after {self.part} of its chunks' if self.part else ''} ({self.reason}); it "
             f"was consumed, the next dequeue returns message seq {self.seq + 1}"
         )
+
+
+def require_int(name: str, value: object, least: int = 1) -> int:
+    """``value`` if it is an int (not a bool) of at least ``least``; else a
+    :class:`MisuseError` naming ``name``, the rule and the value."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise MisuseError(f"{name} must be an int >= {least}, got {value!r}")
+    return value

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import MisuseError
+from .errors import MisuseError, require_int
 
 WRITTEN_FLAG_SIZE = 1
 #: Index of ``written`` within a chunk's flag block.
@@ -69,9 +69,7 @@ class RingLayout:
 
     def __post_init__(self) -> None:
         for field in ("n_reader", "max_chunk_bytes", "max_chunks"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise MisuseError(f"ring geometry: {field} must be an int >= 1, got {value!r}")
+            require_int(f"ring geometry: {field}", getattr(self, field))
 
     @property
     def flags_per_chunk(self) -> int:

@@ -105,6 +105,15 @@ class ShmRingBuffer:
     def closed(self) -> bool:
         return self._segment.closed
 
+    def __repr__(self) -> str:
+        lay = self.layout
+        role = self._role or "no role yet"
+        state = " closed" if self.closed else ""
+        return (
+            f"<ShmRingBuffer {self.name!r} {lay.n_reader} readers x {lay.max_chunks} chunks of "
+            f"{lay.max_chunk_bytes} bytes, {role}{state}>"
+        )
+
     def handle(self) -> RingHandle:
         lay = self.layout
         return RingHandle(lay.n_reader, lay.max_chunk_bytes, lay.max_chunks, self.name)

@@ -192,24 +192,18 @@ def writer_proc(
     large object and die right after publishing its overflow marker."""
     if group:
         os.setpgid(0, 0)  # before the resource tracker starts: it joins this group
-    if overflow_death is not None:
-        from verifiedring.queue.writer import QueueWriter
-
-        send_all = QueueWriter._send_all
-
-        def dying_send_all(
-            self: Any, local: Any, remote: Any, what: str, rwhat: str, *rest: Any
-        ) -> None:
-            if local is not None and what.startswith("overflow frame"):
-                overflow_death.set()  # the marker is in the ring: its frame never follows
-                os.kill(os.getpid(), signal.SIGKILL)
-            send_all(self, local, remote, what, rwhat, *rest)
-
-        QueueWriter._send_all = dying_send_all  # type: ignore[method-assign]
     kw: dict[str, Any] = {"max_chunk_bytes": 1024, "max_chunks": 2}
     if n_local < n_reader:
         kw["connect_ip"] = LOOPBACK
     with MessageQueue(n_reader, n_local, **kw) as w:
+        if overflow_death is not None:
+            from verifiedring.testing.faults import before_local_frame
+
+            def die() -> None:
+                overflow_death.set()  # the marker is in the ring: its frame never follows
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            before_local_frame(w, die)
         out.put((w.export_handle(), os.getpid()))
         w.wait_until_ready(T)
         w.enqueue("first", timeout=T)

@@ -4,14 +4,24 @@
 module                 job
 =====================  =======================================================
 ``message_queue``      :class:`MessageQueue`, the entry point; one type per role
-``writer``             :class:`QueueWriter`: ring chunks, overflow and remote frames
-``local_reader``       :class:`LocalReader`: the ring, overflow frames from ipc
-``remote_reader``      :class:`RemoteReader`: authenticated frames over TCP
+``writer``             :class:`QueueWriter`: one message's path (serialize,
+                       credit, the local path, the frames), runs, shutdown
+``writer_base``        what the writer is: its transmitters, readers, handle,
+                       handshake, the one send path and how it breaks
+``transmitters``       the writer's ring side and TCP side
+``local_reader``       :class:`LocalReader`: the ring chunk, dispatched on kind
+``remote_reader``      :class:`RemoteReader`: every message over TCP, acked back
 ``reader``             what every reader shares (sequence, READY, SHUTDOWN)
+``flavors``            how a message reaches local readers: inline, overflow
+                       frame, run of chunks, tensor arena (each both halves)
+``lifecycle``          the ends' states, named after the spec's ``wpc``/``rpc``
 ``credit``             flow control of remote readers (acks, floor, who lags)
-``wire``               kinds, header, chunk and frame encoding beside decoding
+``wire``               every byte on the wire: kinds, headers, chunks, frames,
+                       runs, acks, hellos; the fit rule's sizes
 ``serialization``      pickle protocol 5, large buffers out of band
-``sockets``            ZeroMQ endpoints, frame authentication, bounded socket waits
+``sockets``            ZeroMQ endpoints, hello tags, bounded socket waits
+``curve``              CurveZMQ keys and the ZAP gate of the remote channel
+``peers``              the writer's readers: who joined, who left since
 ``handle``             the picklable :class:`Handle` and the reader-set rules
 =====================  =======================================================
 """

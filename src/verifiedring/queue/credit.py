@@ -15,7 +15,6 @@ import contextlib
 import logging
 import math
 import os
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -23,22 +22,17 @@ import zmq
 
 from ..errors import RingTimeoutError
 from ..waiting import Deadline, StallLog, wait_readable
-from .sockets import MAX_RANK, pending_frames
+from .sockets import pending_frames
+from .wire import read_ack
 
 logger = logging.getLogger("verifiedring")
 
-ACK = struct.Struct("<IQ")  # rank, received count
 SETTLE_SLICE_MS = 10  # while close() settles, how often it looks for readers that left
 
 
 def ack_interval(window: int) -> int:
     """How many messages a remote reader receives between two acknowledgements."""
     return max(1, window // 4)
-
-
-def ack_message(rank: int, count: int) -> bytes:
-    """What a reader sends (over CURVE) to acknowledge ``count`` received messages."""
-    return ACK.pack(MAX_RANK if rank < 0 else rank, count)
 
 
 class RemoteCredit:
@@ -128,7 +122,7 @@ class RemoteCredit:
         acked = self._acked
         while (frames := pending_frames(sock)) is not None:
             body = frames[0].bytes if len(frames) == 1 else b""
-            rank, count = ACK.unpack(body) if len(body) == ACK.size else (-1, 0)
+            rank, count = read_ack(body)
             if rank not in acked or count > seq:
                 self.rejected += 1
                 if self.rejected in (1, 10, 100, 1000) or self.rejected % 10000 == 0:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..arena import ArenaHandle
-from ..errors import MisuseError
+from ..errors import MisuseError, require_int
 from ..ring import RingHandle
 from .curve import CurveKeys
 from .sockets import Signer
@@ -51,8 +51,7 @@ def check_counts(
     """The local reader ranks, checked: ``n_local_reader`` distinct ints, at most
     ``n_reader`` readers in all. Raises :class:`MisuseError` naming the values."""
     for name, value in (("n_reader", n_reader), ("n_local_reader", n_local_reader)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise MisuseError(f"{name} must be an int >= 0, got {value!r}")
+        require_int(name, value, 0)
     if n_reader < 1:
         raise MisuseError("n_reader must be >= 1: a queue with no reader has no use")
     if n_local_reader > n_reader:

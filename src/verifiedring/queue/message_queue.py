@@ -18,7 +18,7 @@ Protocol (model: ``spec/MessageQueue.tla``; wire format: :mod:`.wire`)
   XPUB. A reader that took a marker releases the chunk at once and remembers
   the sequence number as *pending*; a timeout while the frame is awaited
   leaves it pending, so the retry returns that same object.
-* **Large objects, streamed** (``large_objects="stream"``, :mod:`.run`): an
+* **Large objects, streamed** (``large_objects="stream"``, :mod:`.flavors.run`): an
   object too large for one chunk is pickled straight into a run of chunks
   (FIRST, MORE..., LAST; ABORT when pickling raises mid-run) and unpickled
   straight out of them, each chunk released once consumed: it may be larger
@@ -34,27 +34,30 @@ Protocol (model: ``spec/MessageQueue.tla``; wire format: :mod:`.wire`)
 * ``shutdown()`` sends SHUTDOWN(total) on both sockets; a reader raises
   :class:`ClosedError` once it has received ``total`` messages.
 
-A queue end is not thread-safe: use each from one thread.
+A queue end is used from one thread: a second thread entering ``enqueue`` or
+``dequeue`` while the first is inside raises :class:`BusyError` (one boolean,
+trio's conflict detector) instead of corrupting the end's state.
+
+Each end's state is named after the spec's (:mod:`.lifecycle`): the writer's
+``wpc``, a reader's ``rpc``; :attr:`MessageQueue.state` shows it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import zmq
 
-from ..errors import ClosedError, MisuseError
+from ..errors import BusyError, MisuseError
 from ..steps import QueueObserver
 from ..waiting import DEFAULT_LOG_INTERVAL, Deadline
 from .handle import Handle
-from .sockets import MAX_RANK
-
-#: Why an end refuses to operate now: the error type and its message.
-Refusal = tuple[type[Exception], str]
-
+from .lifecycle import WriterState, refusal
+from .wire import MAX_RANK
 
 #: Engines set the stall-log interval (seconds) through these, as for vLLM's queue.
 LOG_INTERVAL_ENV = ("VLLM_RINGBUFFER_WARNING_INTERVAL", "SGLANG_RINGBUFFER_WARNING_INTERVAL")
@@ -74,13 +77,6 @@ def _log_interval() -> float:
     return DEFAULT_LOG_INTERVAL
 
 
-def _group_module() -> Any:
-    """The torch layer, reached at call time: the queue never imports it at import."""
-    from importlib import import_module
-
-    return import_module("verifiedring.distributed.group")
-
-
 class MessageQueue:
     """One end of a broadcast queue: the writer, a local reader or a remote reader."""
 
@@ -90,8 +86,15 @@ class MessageQueue:
 
     # Class-level defaults so close() and __del__ work on a half-built end.
     _closed = True
-    _handshaken = False
-    _refusal: Refusal | None = (ClosedError, "the queue end was never opened")
+    # Invariant: the spec's wpc (writer) or rpc (reader); _why says why a refusing
+    # state was entered.
+    _state: enum.Enum = WriterState.CLOSED
+    _why = "the queue end was never opened"
+    #: The state an end is built in, refusing until :meth:`wait_until_ready` returns.
+    _opening: ClassVar[enum.Enum] = WriterState.HANDSHAKE
+    # Invariant: a thread is inside this end's enqueue or dequeue.
+    _busy = False
+    _seq = 0
     #: Sees every protocol step (trace validation); ``None`` in production.
     _observer: QueueObserver | None = None
 
@@ -117,16 +120,17 @@ class MessageQueue:
             **kwargs: Any,
         ) -> None: ...
 
-    def _open(self, refusal: Refusal) -> None:
+    def _open(self) -> None:
         """Common state of an end being built: the process-wide zmq context, refusing
-        with ``refusal`` until :meth:`wait_until_ready` returns. The constructor sets
-        ``_closed = False`` once every resource is held."""
+        (state ``_opening``) until :meth:`wait_until_ready` returns. The constructor
+        sets ``_closed = False`` once every resource is held."""
         # pyzmq makes a new instance after fork. A queue never terminates it:
         # zmq_ctx_term can block forever (seen under load with every socket closed
         # at linger 0); closing a socket with a linger bounds its queued frames.
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
         self.log_interval = _log_interval()
-        self._refusal = refusal
+        call = "enqueue()" if self.is_writer else "dequeue()"
+        self._stop(self._opening, f"call wait_until_ready() before {call}")
         #: Set by :meth:`shutdown` (vLLM's attribute): a blocked call wakes and raises.
         self.shutting_down = False
 
@@ -159,7 +163,9 @@ class MessageQueue:
         external_writer_handle: Handle | None = None, blocking: bool = True,
     ) -> MessageQueue:
         """Every rank of ``pg`` calls this; see :mod:`verifiedring.distributed.group`."""
-        queue: MessageQueue = _group_module().create_from_process_group(
+        from ..distributed import group  # the torch layer, at call time only
+
+        queue: MessageQueue = group.create_from_process_group(
             cls, pg, max_chunk_bytes, max_chunks, writer_rank, external_writer_handle, blocking
         )
         return queue
@@ -170,8 +176,10 @@ class MessageQueue:
         blocking: bool = False,
     ) -> tuple[MessageQueue, list[Handle]]:
         """Every rank writes to one reader; see :mod:`verifiedring.distributed.group`."""
+        from ..distributed import group  # the torch layer, at call time only
+
         made: tuple[MessageQueue, list[Handle]] = (
-            _group_module().create_from_process_group_single_reader(
+            group.create_from_process_group_single_reader(
                 cls, pg, max_chunk_bytes, max_chunks, reader_rank, blocking
             )
         )
@@ -186,11 +194,33 @@ class MessageQueue:
     def _who(self) -> str:
         raise NotImplementedError
 
-    def _refuse(self) -> None:
-        """Raise why this end cannot operate now (its ``_refusal``)."""
-        if self._refusal is not None:
-            kind, message = self._refusal
-            raise kind(f"{self._who()}: {message}")
+    @property
+    def state(self) -> enum.Enum:
+        """This end's state: a :class:`~.lifecycle.WriterState` (the spec's ``wpc``)
+        or :class:`~.lifecycle.ReaderState` (``rpc``)."""
+        return self._state
+
+    def _stop(self, state: enum.Enum, why: str) -> None:
+        """Enter ``state``, a refusing one, for the reason ``why``."""
+        self._state = state
+        self._why = why
+
+    def _refuse(self) -> NoReturn:
+        """Raise why this end cannot operate now (its state and reason)."""
+        raise refusal(self._state, self._who(), self._why)
+
+    def _conflict(self, call: str) -> BusyError:
+        return BusyError(
+            f"{self._who()}: {call} called while another thread is inside this end's "
+            "enqueue() or dequeue(): a queue end is used from one thread"
+        )
+
+    def __repr__(self) -> str:
+        try:
+            who = self._who()
+        except Exception:  # half-built: no identity yet
+            who = "unopened"
+        return f"<{type(self).__name__} {who} seq {self._seq} {self._state.value}>"
 
     def _wrong_role(self, call: str) -> MisuseError:
         role = "the writer" if self.is_writer else "a reader"
@@ -201,14 +231,16 @@ class MessageQueue:
         each reader waits for READY. Idempotent once it has returned."""
         if self._closed:
             self._refuse()
-        if self._handshaken:
+        if self._state is not self._opening:
             return
         self._handshake(Deadline.after(timeout))
-        self._handshaken = True
-        self._refusal = None
+
+    @property
+    def _handshaken(self) -> bool:
+        return self._state is not self._opening
 
     def _handshake(self, deadline: Deadline) -> None:
-        """This role's side of the READY handshake."""
+        """This role's side of the READY handshake; it leaves the opening state."""
         raise NotImplementedError
 
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
@@ -225,22 +257,10 @@ class MessageQueue:
     def shutdown(self) -> None:
         raise self._wrong_role("shutdown()")
 
-    @contextlib.contextmanager
-    def acquire_write(self, timeout: float | None = None) -> Iterator[memoryview]:
-        """vLLM's buffer API, writer: ``with q.acquire_write(t) as buf:`` fills ``buf``
-        (``max_chunk_bytes`` minus the header, zeroed), then its bytes are enqueued as
-        one message (one copy), with the sequence check and the remote readers of any
-        other message. A body that raises sends nothing."""
-        if not self.is_writer:
-            raise self._wrong_role("acquire_write()")
-        if self._refusal is not None:
-            self._refuse()
-        from .wire import HEADER_BYTES
-
-        scratch = bytearray(self.max_chunk_bytes - HEADER_BYTES)
-        with memoryview(scratch) as buf:
-            yield buf
-        self.enqueue(bytes(scratch), timeout)
+    def acquire_write(
+        self, timeout: float | None = None
+    ) -> contextlib.AbstractContextManager[memoryview]:
+        raise self._wrong_role("acquire_write()")
 
     @contextlib.contextmanager
     def acquire_read(
@@ -273,8 +293,10 @@ class MessageQueue:
             self._before_close()
         finally:
             self._closed = True
-            self._refusal = (ClosedError, "the queue is closed")
+            self._stop(self._closed_state, "the queue is closed")
             self._release()
+
+    _closed_state: ClassVar[enum.Enum] = WriterState.CLOSED
 
     def _before_close(self) -> None:
         """What a role does before its resources go (the writer sends SHUTDOWN)."""

@@ -26,8 +26,10 @@ class Peers:
 
     def __init__(
         self, who: str, signer: Signer, local_ranks: tuple[int, ...], n_remote: int,
-        local_sock: zmq.Socket[Any] | None, remote_sock: zmq.Socket[Any] | None,
+        socks: tuple[zmq.Socket[Any] | None, zmq.Socket[Any] | None],
     ) -> None:
+        """``socks``: the local and the remote XPUB (``None`` where there is none)."""
+        local_sock, remote_sock = socks
         self._who = who
         self._signer = signer
         self._want_local = set(local_ranks)

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 import time
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import zmq
 
-from ..errors import (
-    BrokenPeerError,
-    CancelledError,
-    ClosedError,
-    DecodeError,
-    MisuseError,
-    RingTimeoutError,
-)
+from ..arena import ArenaReader
+from ..errors import BrokenPeerError, CancelledError, DecodeError, RingTimeoutError
 from ..steps import (
     READER_AWAIT_READY,
     READER_CLOSE,
@@ -24,16 +19,20 @@ from ..steps import (
     QueueObserver,
     reader_actor,
 )
-from ..waiting import Deadline
+from ..waiting import Deadline, StallLog
 from . import wire
 from .curve import CurveKeys
 from .handle import Handle
+from .lifecycle import ReaderState
 from .message_queue import MessageQueue
 from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
 
 #: A reader raises "the writer is gone" once it has seen the writer gone for this long
 #: and received nothing meanwhile (frames sent before the writer went still arrive).
 LOST_GRACE = 0.5
+
+_IDLE = ReaderState.IDLE
+_after = Deadline.after  # bound once: no bound method made per call
 
 
 class Cancel(Protocol):
@@ -46,6 +45,12 @@ class QueueReader(MessageQueue):
     """A reader end: receives every message exactly once, in the writer's order."""
 
     channel: str  # "local" or "remote", for messages
+    #: The tensor arena's reader half (a local reader of a queue with one).
+    _arena: ArenaReader | None = None
+    _opening: ClassVar[enum.Enum] = ReaderState.INIT
+    _closed_state: ClassVar[enum.Enum] = ReaderState.CLOSED
+    #: The states a dequeue goes on from (besides IDLE): this role's unfinished steps.
+    _resumable: ClassVar[frozenset[ReaderState]] = frozenset()
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None) -> None:
         self.rank = rank
@@ -56,15 +61,18 @@ class QueueReader(MessageQueue):
         self.n_local_reader = len(self.local_reader_ranks)
         self.remote_window = handle.remote_window
         self._signer = Signer(handle.hmac_key)
-        self._seq = 0  # the next sequence number this reader must receive
-        self._shutdown_total: int | None = None  # from the writer's SHUTDOWN, once seen
+        # Invariant: messages 0.._seq-1 were each delivered (or raised DecodeError)
+        # exactly once, in order; _seq is the only one this reader accepts next.
+        self._seq = 0
+        # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
+        self._shutdown_total: int | None = None
         self._handle = handle
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
         self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
         self._writer_pid = handle.writer_pid
         self._lost_at: float | None = None  # when the writer was first seen gone
         self._writer = f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
-        self._open((MisuseError, "call wait_until_ready() before dequeue()"))
+        self._open()
 
     def _who(self) -> str:
         rank = "without a rank" if self.rank < 0 else f"rank {self.rank}"
@@ -74,6 +82,42 @@ class QueueReader(MessageQueue):
         """The handle this reader attached with (vLLM hands it on)."""
         return self._handle
 
+    def dequeue(
+        self, timeout: float | None = None, *, cancel: Cancel | None = None,
+        indefinite: bool = False,
+    ) -> Any:
+        """The next object, in the writer's order. Raises :class:`RingTimeoutError`
+        after ``timeout`` seconds (retrying is safe), :class:`ClosedError` after
+        shutdown, :class:`DecodeError` (message consumed) if it does not unpickle,
+        :class:`CancelledError` when woken by :meth:`shutdown` or ``cancel``,
+        :class:`BusyError` while another thread is inside this reader's dequeue.
+        ``indefinite=True`` (a worker's busy loop): no stall warnings."""
+        if self._busy:
+            raise self._conflict("dequeue()")
+        self._busy = True
+        try:
+            state = self._state
+            if (state is not _IDLE and state not in self._resumable) or self.shutting_down:
+                self._not_now()
+            self._cancel = cancel  # consulted only while it waits (as vLLM's)
+            self._quiet = indefinite
+            arena = self._arena
+            if arena is not None:
+                arena.begin(self._seq)  # the message its stubs may name
+            if state is _IDLE:
+                return self._dequeue(_after(timeout), timeout == 0)
+            return self._unfinished(_after(timeout), timeout == 0)
+        finally:
+            self._busy = False
+
+    def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
+        """This role's dequeue from IDLE (``poll``: the caller's timeout is 0)."""
+        raise NotImplementedError
+
+    def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
+        """A dequeue from one of this role's ``_resumable`` states."""
+        raise NotImplementedError
+
     def shutdown(self) -> None:
         """Wake this reader: a ``dequeue`` blocked in another thread raises
         :class:`CancelledError` within ``WATCH_INTERVAL``, and so does every later one."""
@@ -81,13 +125,15 @@ class QueueReader(MessageQueue):
 
     def _not_now(self) -> None:
         """Raise why this reader cannot dequeue now (refused, or shut down)."""
-        self._refuse()
+        state = self._state
+        if state is not _IDLE and state not in self._resumable:
+            self._refuse()
         self._cancelled()
 
     def _cancelled(self) -> None:
         why = "shutdown() was called" if self.shutting_down else "its cancel event was set"
         if self.shutting_down:
-            self._refusal = (CancelledError, "shut down by shutdown() on this reader")
+            self._stop(ReaderState.CANCELLED, "shut down by shutdown() on this reader")
         raise CancelledError(f"{self._who()}: woken: {why}")
 
     def _log_interval(self) -> float:
@@ -131,7 +177,8 @@ class QueueReader(MessageQueue):
             return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
                                     f"{what} from {self._writer}")
 
-        return recv_frames(sock, deadline, describe, timed_out, self._log_interval(), self._watch)
+        log = StallLog(describe, self._log_interval())
+        return recv_frames(sock, deadline, log, timed_out, self._watch)
 
     def _watch(self) -> None:
         """While this reader waits: raise :class:`CancelledError` if woken, or
@@ -153,7 +200,7 @@ class QueueReader(MessageQueue):
         return None
 
     def _writer_gone(self, how: str) -> BrokenPeerError:
-        self._refusal = (BrokenPeerError, f"{self._writer} is gone ({how})")
+        self._stop(ReaderState.BROKEN, f"{self._writer} is gone ({how})")
         return BrokenPeerError(f"{self._who()}: {self._writer} is gone ({how})")
 
     def _handshake(self, deadline: Deadline) -> None:
@@ -171,13 +218,14 @@ class QueueReader(MessageQueue):
                 f"{self._who()}: expected READY as the first message, got "
                 f"{wire.kind_name(header[0])} seq {header[1]}"
             )
+        self._state = _IDLE
 
     def _saw_shutdown(self, total: int) -> None:
         """The writer sent ``total`` messages in all: refuse once all are received."""
         self._shutdown_total = total
         if self._seq >= total:
             # spec: ReaderClose -- every message received: from now on ClosedError
-            self._refusal = (ClosedError, f"the writer shut the queue down after {total} messages")
+            self._stop(ReaderState.CLOSED, f"the writer shut the queue down after {total} messages")
             obs = self._observer
             if obs is not None:
                 obs.begin(self._actor)
@@ -200,3 +248,6 @@ class QueueReader(MessageQueue):
     def _named(self, exc: DecodeError) -> DecodeError:
         exc.receiver = self._who()
         return exc
+
+    def _break(self, why: str) -> None:
+        self._stop(ReaderState.BROKEN, why)

@@ -9,13 +9,14 @@ import zmq
 
 from ..errors import DecodeError, MessageAbortedError, MisuseError
 from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_SHUTDOWN, QueueObserver
-from ..waiting import FOREVER, Deadline
+from ..waiting import Deadline
 from . import wire
-from .credit import ack_interval, ack_message
+from .credit import ack_interval
 from .curve import HEARTBEAT_TIMEOUT_MS
 from .handle import Handle
-from .reader import Cancel, QueueReader
+from .reader import QueueReader
 from .sockets import ack_push, pending_frames
+from .wire import ack_message
 
 logger = logging.getLogger("verifiedring")
 
@@ -49,16 +50,7 @@ class RemoteReader(QueueReader):
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
 
-    def dequeue(
-        self, timeout: float | None = None, *, cancel: Cancel | None = None,
-        indefinite: bool = False,
-    ) -> Any:
-        """The next object, in the writer's order (see :meth:`LocalReader.dequeue`)."""
-        if self._refusal is not None or self.shutting_down:
-            self._not_now()
-        self._cancel = cancel  # consulted only while it waits (as vLLM's)
-        self._quiet = indefinite
-        deadline = FOREVER if timeout is None else Deadline.after(timeout)
+    def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
         header = self._parse_header(frames[0])
         kind, seq = header[0], header[1]
@@ -66,14 +58,7 @@ class RemoteReader(QueueReader):
         if obs is not None:
             obs.begin(self._actor)
         if kind == wire.SHUTDOWN:
-            # spec: RemoteSeeShutdown -- acknowledge every message received: the
-            # writer's close() waits for that before its process may exit
-            if self._seq > self._acks_sent:
-                self._ack_sock.send(ack_message(self.rank, self._seq))
-                self._acks_sent = self._seq
-            if obs is not None:
-                obs.end(self._actor, REMOTE_SEE_SHUTDOWN, seq)
-            self._saw_shutdown(seq)
+            self._see_shutdown(seq)
             raise self._out_of_order("remote socket", kind, seq)
         got: Any = None
         try:
@@ -90,7 +75,7 @@ class RemoteReader(QueueReader):
                 self._acks_sent = count
             try:
                 if aborted:
-                    reason = bytes(frames[1].buffer).decode("utf-8", "replace")
+                    reason = wire.abort_reason(frames[1].buffer)
                     raise self._named(MessageAbortedError(seq, 0, reason))
                 got = self._load_frame(seq, frames)
             except DecodeError as exc:
@@ -100,6 +85,17 @@ class RemoteReader(QueueReader):
         finally:
             if obs is not None:
                 obs.end(self._actor, REMOTE_RECV_FRAME, seq, got)
+
+    def _see_shutdown(self, total: int) -> None:
+        obs = self._observer
+        # spec: RemoteSeeShutdown -- acknowledge every message received: the
+        # writer's close() waits for that before its process may exit
+        if self._seq > self._acks_sent:
+            self._ack_sock.send(ack_message(self.rank, self._seq))
+            self._acks_sent = self._seq
+        if obs is not None:
+            obs.end(self._actor, REMOTE_SEE_SHUTDOWN, total)
+        self._saw_shutdown(total)
 
     def _writer_lost(self) -> str | None:
         """Once READY came, a closed connection means the writer is gone (it died, or

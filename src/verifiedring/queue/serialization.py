@@ -1,17 +1,19 @@
 """Pickle protocol 5 with large buffers out of band.
 
-:meth:`Serializer.dumps` returns ``(stream, buffers)``: the pickle stream as
-``bytes`` and, as byte-format memoryviews over the object's own memory, every
-buffer of at least ``oob_threshold`` bytes -- numpy arrays and other
-``PickleBuffer`` producers anywhere in the object, and a top-level ``bytes`` or
-``bytearray``. No copy is made of those while serializing; the transport then
-copies each once per channel, before ``enqueue`` returns (into a ring chunk, or
-into libzmq's memory as a socket sends the frame).
+:meth:`Serializer.dumps` returns a :data:`~.wire.Pickled` ``(stream, buffers,
+lend)``: the pickle stream as ``bytes``; as byte-format memoryviews over the
+object's own memory, every buffer of at least ``oob_threshold`` bytes -- numpy
+arrays and other ``PickleBuffer`` producers anywhere in the object, and a
+top-level ``bytes`` or ``bytearray``; and whether the reader may lend the
+unpickler views of them (a top-level ``bytes``/``bytearray``, copied anyway).
+No copy is made of those while serializing; the transport then copies each
+once per channel, before ``enqueue`` returns (into a ring chunk, or into
+libzmq's memory as a socket sends the frame).
 
-Why ``pickle.dumps`` while torch is not imported: measured on CPython 3.11
-(``python -m bench queue_roundtrip``), a ``Pickler(io.BytesIO)`` reused with
-``clear_memo()`` costs ~1.6x ``pickle.dumps`` per small object: ``dump(file)``
-adds a ``write`` call, a copy into the file and a copy back out. Without a
+Why ``pickle.dumps`` while torch is not imported: a ``Pickler(io.BytesIO)``
+reused with ``clear_memo()`` costs more per small object (``python -m bench
+queue_roundtrip`` measures it): ``dump(file)`` adds a ``write`` call, a copy
+into the file and a copy back out. Without a
 Pickler there is no ``reducer_override`` either, so a large ``bytes`` nested
 in a container is pickled in band (one extra copy on the writer).
 
@@ -32,12 +34,10 @@ with the conjugate/negative bit) is pickled exactly as torch pickles it.
 This needs a ``Pickler`` with a private ``dispatch_table``: one per
 Serializer, reused (``clear_memo``), writing to a sink whose ``write`` is
 ``list.append``, so the pickler's own output bytes are the stream as with
-``dumps``. ``python -m bench tensor_arena --small`` (1 KiB object): 2.5 us
-against 2.4 us for ``pickle.dumps`` in a quiet run of this 2-core machine
-(up to ~1.5x under load); over a reused ``io.BytesIO`` ~1.6x, a fresh Pickler
-or a ``reducer_override`` (a Python call per object) ~2x. Without torch
-imported the ``pickle.dumps`` path is unchanged (one ``sys.modules`` lookup;
-the Serializer measured as before, ~1.9 us).
+``dumps`` (``python -m bench tensor_arena --small`` compares it with
+``pickle.dumps``, a reused ``io.BytesIO``, a fresh Pickler and a
+``reducer_override``, a Python call per object). Without torch imported the
+``pickle.dumps`` path is unchanged (one ``sys.modules`` lookup).
 
 **The tensor arena** (writer ``enable_shm_tensor_arena=True``, see
 :mod:`verifiedring.arena`): a contiguous CPU tensor of at least
@@ -57,10 +57,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MisuseError
+from .wire import Pickled
 
 if TYPE_CHECKING:
     from ..arena import ArenaWriter
-    from .run import Spill
+    from .flavors.run.writer import Spill
 
 PROTOCOL = 5
 #: Buffers smaller than this stay inside the pickle stream (a frame per tiny
@@ -70,11 +71,6 @@ DEFAULT_OOB_THRESHOLD = 64 * 1024
 _BYTES_TYPES = (bytes, bytearray)
 #: What the serializer holds between calls: no reference to the last object's memory.
 _NO_BUFFERS: list[memoryview] = []
-
-
-#: One serialized object, what the writer stores or sends: ``(stream, buffers, lend)``.
-#: A plain tuple: it is made once per message on the hot path.
-Pickled = tuple[bytes, list[memoryview], bool]
 
 
 class _OutOfBand:

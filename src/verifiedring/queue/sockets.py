@@ -1,6 +1,7 @@
-"""ZeroMQ sockets of the message queue: endpoints, frame authentication, bounded waits.
+"""ZeroMQ sockets of the message queue: endpoints, hello tags, bounded waits.
 
-The bytes inside the frames are :mod:`.wire`'s.
+The bytes inside the frames, hellos included, are :mod:`.wire`'s; CURVE
+(:mod:`.curve`) authenticates the remote frames.
 
 Security
 --------
@@ -43,7 +44,6 @@ import os
 import secrets
 import shutil
 import socket
-import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -53,18 +53,13 @@ from ..errors import BrokenPeerError, MisuseError
 from ..leftovers import ipc_directory
 from ..waiting import Deadline, StallLog, wait_readable
 from .curve import MAX_INBOUND_BYTES, CurveKeys, ServerKeys, connect_as_reader, serve
-from .wire import CONTROL_MESSAGES, LENGTH
+from .wire import CONTROL_MESSAGES, LENGTH, MAX_RANK, hello_body, read_hello
 
 #: The longest an XPUB send may block (it never should: see High-water marks).
 SEND_TIMEOUT_MS = 30_000
 
 KEY_BYTES = 32
-MAC_BYTES = 32
-HELLO_PREFIX = b"\xffvr-hello"
-_HELLO = struct.Struct("<II")  # rank, pid; then the host name, then the tag
-#: Ranks are u32 on the wire; the last value stands for a remote reader without a rank
-#: (vLLM's ``create_from_handle(handle, -1)``).
-MAX_RANK = 2**32 - 1
+_TAG_BYTES = 16  # a hello's tag: the first bytes of its HMAC
 
 
 def hwm_for_window(window: int) -> int:
@@ -111,21 +106,19 @@ class Hello(NamedTuple):
 def hello_topic(signer: Signer, rank: int) -> bytes:
     """The topic reader ``rank`` (this process, this host) subscribes to so the writer
     knows it has joined; its unsubscription tells the writer it has left."""
-    host = socket.gethostname().encode()[:64]
-    body = HELLO_PREFIX + _HELLO.pack(MAX_RANK if rank < 0 else rank, os.getpid()) + host
-    return body + signer.sign([body])[:16]
+    body = hello_body(rank, os.getpid(), socket.gethostname().encode())
+    return body + signer.sign([body])[:_TAG_BYTES]
 
 
 def parse_hello(signer: Signer, topic: bytes) -> Hello | None:
     """The reader announced by a valid hello topic, else ``None``."""
-    n = len(HELLO_PREFIX) + _HELLO.size
-    if len(topic) < n + 16 or not topic.startswith(HELLO_PREFIX):
+    body, tag = topic[:-_TAG_BYTES], topic[-_TAG_BYTES:]
+    who = read_hello(body)
+    if who is None or len(tag) != _TAG_BYTES:
         return None
-    body, tag = topic[:-16], topic[-16:]
-    if not hmac.compare_digest(tag, signer.sign([body])[:16]):
+    if not hmac.compare_digest(tag, signer.sign([body])[:_TAG_BYTES]):
         return None
-    rank, pid = _HELLO.unpack_from(body, len(HELLO_PREFIX))
-    return Hello(rank, pid, body[n:].decode(errors="replace"))
+    return Hello(*who)
 
 
 def hello_events(xpub: zmq.Socket[Any], signer: Signer) -> Iterator[tuple[bool, Hello]]:
@@ -231,11 +224,11 @@ def pending_frames(sock: zmq.Socket[Any]) -> list[zmq.Frame] | None:
 
 
 def recv_frames(
-    sock: zmq.Socket[Any], deadline: Deadline, describe: Callable[[], str],
-    on_timeout: Callable[[float], Exception], log_interval: float,
-    watch: Callable[[], None] | None = None,
+    sock: zmq.Socket[Any], deadline: Deadline, log: StallLog,
+    on_timeout: Callable[[float], Exception], watch: Callable[[], None] | None = None,
 ) -> list[zmq.Frame]:
-    """The next multipart message on ``sock``, waiting until ``deadline`` at most."""
+    """The next multipart message on ``sock``, waiting until ``deadline`` at most
+    (logging through ``log`` while it lasts)."""
     frames = pending_frames(sock)
     if frames is not None:
         return frames
@@ -249,7 +242,7 @@ def recv_frames(
                 return True
         return False
 
-    wait_readable(readable, deadline, StallLog(describe, log_interval), on_timeout, watch)
+    wait_readable(readable, deadline, log, on_timeout, watch)
     return got[0]
 class LocalEndpoint:
     """An XPUB bound on an ipc path inside a fresh 0700 directory."""

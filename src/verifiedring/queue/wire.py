@@ -1,4 +1,4 @@
-"""The message queue's wire format: kinds, header, chunk and frame, encode beside decode.
+"""The message queue's wire format, the one descriptor: every byte a queue end sends.
 
 Every message starts with one header (:data:`HEADER`, little endian)::
 
@@ -17,18 +17,27 @@ followed, for INLINE, INLINE_LENT and OVERFLOW, by ``nbuf`` u64 buffer lengths
   unpickler views of the chunk instead of copying them out first.
 * **Ring chunk, OVERFLOW** (the overflow marker): the header only; the object
   travels on the local socket as the frame with the same ``seq``.
-* **Run** (``large_objects="stream"``, :mod:`.run`): a message too large for one
-  chunk, as chunks RUN_FIRST (part 0), RUN_MORE (1, 2, ...), then RUN_LAST or
-  RUN_ABORT, all with its ``seq``. Their bytes, in order, are one byte string:
-  ``u64 nbuf``, ``nbuf`` u64 lengths, the buffers, the pickle stream. RUN_ABORT's
-  bytes are the writer's reason, UTF-8 (its pickling raised mid-message).
-* **Frame** (local socket, and remote socket after its MAC part):
-  ``[header, stream, *buffers]`` with ``kind == OVERFLOW``.
+* **Run** (``large_objects="stream"``, :mod:`.flavors.run`): a message too large
+  for one chunk, as chunks RUN_FIRST (part 0), RUN_MORE (1, 2, ...), then
+  RUN_LAST or RUN_ABORT, all with its ``seq``; the header's ``nstream`` is the
+  chunk's bytes of the run (:func:`write_run_header`). Their bytes, in order, are
+  one byte string: ``u64 nbuf``, ``nbuf`` u64 lengths (:func:`buffer_table`), the
+  buffers, the pickle stream. RUN_ABORT's bytes are the writer's reason, UTF-8
+  (:func:`write_abort`).
+* **Frame** (the local socket and the remote one, which CURVE authenticates):
+  ``[header, stream, *buffers]`` with ``kind == OVERFLOW``; a run aborted
+  mid-message reaches remote readers as ``[RUN_ABORT header, reason]``
+  (:func:`abort_frame`).
 * **Control frame**: ``[header]`` with ``kind`` READY or SHUTDOWN.
+* **Acknowledgement** (remote reader to writer): :data:`ACK`, ``u32 rank, u64
+  received count`` (:func:`ack_message`, :func:`read_ack`).
+* **Hello body** (a reader's subscription topic, tagged by :mod:`.sockets`):
+  :data:`HELLO_PREFIX`, ``u32 rank, u32 pid``, the host name (:func:`hello_body`).
 
-Whether an object fits in a chunk is decided by one rule,
-:meth:`verifiedring.layout.RingLayout.fits`, applied to :func:`chunk_bytes`.
-A stream that does not unpickle raises :class:`DecodeError` naming the
+Whether an object fits in a chunk is one rule: :meth:`RingLayout.fits
+<verifiedring.layout.RingLayout.fits>` applied to :func:`chunk_bytes`, whose parts
+(:data:`HEADER_BYTES`, :func:`buffer_bytes`) the streaming pickler's file sums as
+it goes. A stream that does not unpickle raises :class:`DecodeError` naming the
 sequence number; the caller has already consumed the message.
 """
 
@@ -40,7 +49,6 @@ import struct
 from typing import Any
 
 from ..errors import DecodeError
-from .serialization import Pickled
 
 INLINE = 0
 OVERFLOW = 1
@@ -67,10 +75,25 @@ HEADER = struct.Struct("<BQQI")
 LENGTH = struct.Struct("<Q")
 HEADER_BYTES = HEADER.size
 _LEN = LENGTH.size
+ACK = struct.Struct("<IQ")  # rank, received count
+HELLO_PREFIX = b"\xffvr-hello"
+_HELLO = struct.Struct("<II")  # rank, pid; then the host name
+#: Ranks are u32 on the wire; the last value stands for a remote reader without a rank
+#: (vLLM's ``create_from_handle(handle, -1)``).
+MAX_RANK = 2**32 - 1
+
+#: One serialized object, what the writer stores or sends: ``(stream, buffers, lend)``.
+#: A plain tuple: it is made once per message on the hot path.
+Pickled = tuple[bytes, list[memoryview], bool]
 
 
 def kind_name(kind: int) -> str:
     return KIND_NAMES.get(kind, f"unknown kind {kind}")
+
+
+def buffer_bytes(nbytes: int) -> int:
+    """Bytes one out-of-band buffer of ``nbytes`` adds to an INLINE chunk."""
+    return _LEN + nbytes
 
 
 def chunk_bytes(p: Pickled) -> int:
@@ -78,7 +101,7 @@ def chunk_bytes(p: Pickled) -> int:
     stream, bufs, _ = p
     size = HEADER_BYTES + len(stream)
     for b in bufs:
-        size += _LEN + b.nbytes
+        size += buffer_bytes(b.nbytes)
     return size
 
 
@@ -86,13 +109,23 @@ def control_header(kind: int, seq: int) -> bytes:
     return HEADER.pack(kind, seq, 0, 0)
 
 
+def read_header(buf: Any) -> tuple[int, int, int, int]:
+    """``(kind, seq, nstream, nbuf)`` of a chunk or a frame's first part."""
+    header: tuple[int, int, int, int] = HEADER.unpack_from(buf)
+    return header
+
+
 # --- ring chunks -------------------------------------------------------------
 
 
-def write_inline(chunk: memoryview, seq: int, p: Pickled) -> None:
-    """Store ``p`` whole in ``chunk`` (the caller checked that it fits)."""
+def encode_chunk(chunk: memoryview, seq: int, p: Pickled, inline: bool) -> None:
+    """Store message ``seq`` in ``chunk``: ``p`` whole if ``inline`` (the caller
+    applied the fit rule), else its overflow marker (the frame follows on the socket)."""
     stream, bufs, lend = p
     nbytes = len(stream)
+    if not inline:
+        HEADER.pack_into(chunk, 0, OVERFLOW, seq, nbytes, len(bufs))
+        return
     if not bufs:
         HEADER.pack_into(chunk, 0, INLINE, seq, nbytes, 0)
         chunk[HEADER_BYTES : HEADER_BYTES + nbytes] = stream
@@ -109,14 +142,12 @@ def write_inline(chunk: memoryview, seq: int, p: Pickled) -> None:
         off += b.nbytes
 
 
-def write_marker(chunk: memoryview, seq: int, p: Pickled) -> None:
-    """Store the overflow marker of ``p`` in ``chunk``: its frame follows on the socket."""
-    HEADER.pack_into(chunk, 0, OVERFLOW, seq, len(p[0]), len(p[1]))
-
-
-def read_header(buf: Any) -> tuple[int, int, int, int]:
-    """``(kind, seq, nstream, nbuf)`` of a chunk or a frame's first part."""
-    header: tuple[int, int, int, int] = HEADER.unpack_from(buf)
+def decode_chunk(chunk: memoryview, expect: int) -> tuple[int, int, int, int] | None:
+    """The header of a chunk that starts message ``expect`` (a kind of
+    :data:`CHUNK_KINDS`), else ``None`` (a message lost or reordered)."""
+    header: tuple[int, int, int, int] = HEADER.unpack_from(chunk)
+    if header[1] != expect or header[0] not in CHUNK_KINDS:
+        return None
     return header
 
 
@@ -146,6 +177,41 @@ def load_inline(chunk: memoryview, header: tuple[int, int, int, int]) -> Any:
             v.release()
 
 
+# --- run chunks ----------------------------------------------------------------
+
+
+def write_run_header(chunk: memoryview, kind: int, seq: int, nbytes: int, part: int) -> None:
+    """The header of run chunk ``part`` of message ``seq``, holding ``nbytes`` of the run."""
+    HEADER.pack_into(chunk, 0, kind, seq, nbytes, part)
+
+
+def write_abort(chunk: memoryview, seq: int, part: int, reason: str) -> None:
+    """RUN_ABORT as part ``part`` of message ``seq``'s run: ``reason``, cut to the chunk."""
+    text = reason.encode("utf-8", "replace")[: len(chunk) - HEADER_BYTES]
+    chunk[HEADER_BYTES : HEADER_BYTES + len(text)] = text
+    HEADER.pack_into(chunk, 0, RUN_ABORT, seq, len(text), part)
+
+
+def buffer_table(buffers: list[memoryview]) -> bytearray:
+    """The head of a run's bytes: ``u64 nbuf`` then each buffer's length."""
+    head = bytearray(_LEN * (1 + len(buffers)))
+    LENGTH.pack_into(head, 0, len(buffers))
+    for i, b in enumerate(buffers):
+        LENGTH.pack_into(head, _LEN * (i + 1), b.nbytes)
+    return head
+
+
+def buffer_lengths(table: bytes, nbuf: int) -> list[int]:
+    """The ``nbuf`` lengths of a run's buffer table (after its ``u64 nbuf``)."""
+    return [LENGTH.unpack_from(table, _LEN * i)[0] for i in range(nbuf)]
+
+
+def read_length(data: bytes) -> int:
+    """One u64 length (a run's ``nbuf``)."""
+    (n,) = LENGTH.unpack(data)
+    return int(n)
+
+
 # --- socket frames -------------------------------------------------------------
 
 
@@ -164,6 +230,49 @@ def load_frame(seq: int, parts: list[Any]) -> Any:
     """The object of a frame's ``[header, stream, *buffers]`` buffers. Raises
     :class:`DecodeError`."""
     return _loads(seq, parts[1], parts[2:])
+
+
+def abort_frame(seq: int, reason: str) -> list[bytes]:
+    """What remote readers get where the frame of a message aborted mid-run would be."""
+    return [HEADER.pack(RUN_ABORT, seq, 0, 0), reason.encode("utf-8", "replace")]
+
+
+def abort_reason(part: Any) -> str:
+    """The reason an ABORT frame's (or chunk's) bytes carry."""
+    return bytes(part).decode("utf-8", "replace")
+
+
+# --- acknowledgements and hellos ------------------------------------------------
+
+
+def ack_message(rank: int, count: int) -> bytes:
+    """What a reader sends (over CURVE) to acknowledge ``count`` received messages."""
+    return ACK.pack(MAX_RANK if rank < 0 else rank, count)
+
+
+def read_ack(body: bytes) -> tuple[int, int]:
+    """``(rank, count)`` of an acknowledgement; rank -1 when malformed."""
+    if len(body) != ACK.size:
+        return -1, 0
+    rank, count = ACK.unpack(body)
+    return int(rank), int(count)
+
+
+def hello_body(rank: int, pid: int, host: bytes) -> bytes:
+    """The untagged hello of reader ``rank`` (-1: without a rank)."""
+    return HELLO_PREFIX + _HELLO.pack(MAX_RANK if rank < 0 else rank, pid) + host[:64]
+
+
+def read_hello(body: bytes) -> tuple[int, int, str] | None:
+    """``(rank, pid, host)`` of an untagged hello body, else ``None``."""
+    n = len(HELLO_PREFIX) + _HELLO.size
+    if len(body) < n or not body.startswith(HELLO_PREFIX):
+        return None
+    rank, pid = _HELLO.unpack_from(body, len(HELLO_PREFIX))
+    return rank, pid, body[n:].decode(errors="replace")
+
+
+# --- decoding ------------------------------------------------------------------
 
 
 def _loads(seq: int, stream: Any, buffers: Any) -> Any:

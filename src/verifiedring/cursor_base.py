@@ -1,0 +1,138 @@
+"""What the ring's two cursors share, beneath the protocol steps of :mod:`.cursors`.
+
+The chunk views and index of one side, its hold state, the roles claimed in
+this process, and what each side says about a wait (its stall text, its
+timeout). No flag is stored here: every step and fence is :mod:`.cursors`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from .errors import ClosedError, MisuseError, RingTimeoutError
+from .layout import WRITTEN_POSITION
+from .steps import StepObserver
+from .waiting import StallLog
+
+if TYPE_CHECKING:
+    from .ring import ShmRingBuffer
+
+#: Roles claimed in this process, per segment: (segment name, reader index) for a
+#: reader, (segment name, None) for the writer. Two cursors of one role on one
+#: segment in one process would break the single-writer / own-flag rules.
+claimed_roles: set[tuple[str, int | None]] = set()
+
+
+class Cursor:
+    """State shared by both cursor kinds: views, index, hold state."""
+
+    actor: str
+
+    def __init__(
+        self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
+    ) -> None:
+        self._ring = ring
+        self._name = ring.name
+        self._n_reader = ring.layout.n_reader
+        self._max_chunks = ring.layout.max_chunks
+        self._data = ring._data_views
+        self._flags = ring._flag_views
+        self._sleep_words = ring._sleep_words  # one 32-bit word per reader (layout.py)
+        self.observer = observer
+        self.log_interval = log_interval
+        # Invariant: the next chunk this side will use, 0..max_chunks-1; private to it.
+        self.index = 0
+        # Invariant: true from fill()/take() until publish()/abort()/release().
+        self._holding = False
+        self._closed = False  # set when the ring closes (it detaches every cursor)
+        self._claim_key: tuple[str, int | None] = (ring.name, None)
+
+    @property
+    def holding(self) -> bool:
+        """A chunk is taken or being filled and not yet left."""
+        return self._holding
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "holding" if self._holding else "idle"
+        kind = type(self).__name__
+        return f"<{kind} {self.actor} of ring {self._name!r} chunk {self.index} {state}>"
+
+    def _refuse(self) -> None:
+        """Raise the error that explains why this cursor cannot acquire now."""
+        if self._closed:
+            raise ClosedError(f"{self.actor} of ring {self._name!r}: the ring is closed")
+        if self._holding:
+            raise MisuseError(
+                f"{self.actor} of ring {self._name!r} already holds chunk {self.index}: "
+                "finish the current with-block before acquiring again"
+            )
+
+    def flag_state(self) -> str:
+        """The flag bytes of this side's current chunk, for diagnostics (not ordered)."""
+        flags = self._flags[self.index]
+        return f"written={flags[WRITTEN_POSITION]}, read flags={list(flags[1:])}"
+
+    def _stall_log(self) -> StallLog:
+        return StallLog(self._describe_wait, self.log_interval)
+
+    def _describe_wait(self) -> str:
+        raise NotImplementedError
+
+    def _detach(self) -> None:
+        self._closed = True
+        claimed_roles.discard(self._claim_key)
+
+
+class WriterSide(Cursor):
+    """What the writer cursor says about its waits."""
+
+    #: What messages call each reader (by index), e.g. its rank, pid and host.
+    reader_names: list[str] | None = None
+    #: (reader index, its flag's position in a chunk's flag block), in reader order.
+    _positions: tuple[tuple[int, int], ...]
+
+    def unread_by(self) -> list[int]:
+        """Local reader indices that have not read the writer's current chunk."""
+        flags = self._flags[self.index]
+        return [r for r, pos in self._positions if flags[pos] == 0]
+
+    def _unread(self) -> str:
+        unread = self.unread_by()
+        names = self.reader_names
+        who = "" if names is None else " (" + ", ".join(names[r] for r in unread) + ")"
+        return f"readers {unread}{who} have not read it"
+
+    def _describe_wait(self) -> str:
+        return (
+            f"writer of ring {self._name!r} waits for chunk {self.index} to be free "
+            f"({self.flag_state()}); {self._unread()}"
+        )
+
+    def _timed_out(self, waited: float) -> RingTimeoutError:
+        return RingTimeoutError(
+            f"writer (pid {os.getpid()}) of ring {self._name!r} timed out after {waited:.3f} s "
+            f"on chunk {self.index}: saw {self.flag_state()}, expected written=0 or every "
+            f"read flag 1; {self._unread()}"
+        )
+
+
+class ReaderSide(Cursor):
+    """What a reader cursor says about its waits."""
+
+    reader: int
+    _own: int  # its read flag's position in a chunk's flag block
+
+    def _describe_wait(self) -> str:
+        return (
+            f"reader {self.reader} of ring {self._name!r} waits for chunk {self.index} "
+            f"to be published ({self.flag_state()})"
+        )
+
+    def _timed_out(self, waited: float) -> RingTimeoutError:
+        flags = self._flags[self.index]
+        return RingTimeoutError(
+            f"reader {self.reader} (pid {os.getpid()}) of ring {self._name!r} timed out after "
+            f"{waited:.3f} s on chunk {self.index}: saw written={flags[WRITTEN_POSITION]}, "
+            f"own read flag={flags[self._own]}, expected written=1 and own read flag 0"
+        )

@@ -1,0 +1,191 @@
+"""The overflow flavor: a marker in the ring, the object as a frame on the local socket.
+
+``large_objects="socket"`` (the default). An object too large for one chunk
+leaves its overflow marker (OVERFLOW + its ``seq``, :func:`..wire.encode_chunk`)
+in the ring and travels as the frame with the same ``seq`` on the local ipc
+XPUB, sent after the marker is published (:class:`FrameSender`, the writer
+half; the socket carries READY and SHUTDOWN as well).
+
+The reader half (:class:`OverflowReader`): ``pending`` is the sequence number
+of a marker already taken from the ring whose frame has not been received yet
+(state FRAME). A dequeue that took a marker releases the chunk at once (the
+writer is never held up by a socket wait), then takes the frame -- stashed
+while it waited on the ring, or received now; its sequence number must equal
+``pending``. A timeout raises :class:`RingTimeoutError` and leaves ``pending``
+set: the retry goes straight to the frame and returns that same object. While
+it waits on the ring, the reader looks at its socket every ``SLICE`` seconds:
+frames that arrive are stashed in order, and SHUTDOWN is noted.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from ...errors import BrokenPeerError, DecodeError, RingTimeoutError
+from ...ring import ReaderCursor
+from ...steps import (
+    READER_RECV_FRAME,
+    READER_RESUME,
+    READER_SEE_SHUTDOWN,
+    READER_STASH,
+    READER_TIMEOUT,
+    WRITER_ACTOR,
+    WRITER_SEND_LOCAL_FRAME,
+    QueueObserver,
+)
+from ...waiting import Deadline
+from .. import wire
+from ..lifecycle import ReaderState
+from ..sockets import LocalEndpoint, pending_frames, send_frames
+
+#: How often a local reader blocked on the ring looks at its socket.
+SLICE = 0.2
+
+
+class FrameSender:
+    """The writer half: every frame on the local socket, overflow frames observed."""
+
+    def __init__(self, endpoint: LocalEndpoint, who: str) -> None:
+        self.endpoint = endpoint
+        #: What frames are sent on (the endpoint's XPUB; a fault seam may wrap it).
+        self.socket: Any = endpoint.socket
+        self._who = who
+
+    def send(self, parts: list[Any], what: str, seq: int, obs: QueueObserver | None) -> None:
+        """Send ``parts`` (message ``seq``'s frame, or with ``obs`` None a control
+        message); raises :class:`BrokenPeerError` if the socket stays full."""
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
+        # spec: WriterSendLocalFrame -- the payload, after its marker is published
+        send_frames(self.socket, parts, what, self._who)
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_SEND_LOCAL_FRAME, seq)
+
+
+class OverflowReader:
+    """The reader half, a part of :class:`~..local_reader.LocalReader`: the marker's
+    frame, the stash, the socket looked at while the reader waits on the ring."""
+
+    _state: enum.Enum
+    _seq: int
+    _sock: zmq.Socket[Any]
+    _cursor: ReaderCursor
+    _observer: QueueObserver | None
+    _actor: str
+    _shutdown_total: int | None
+
+    def _init_overflow(self) -> None:
+        # Invariant: the marker seq whose frame is awaited while _state is FRAME.
+        self._pending = -1
+        # Invariant: frames received while waiting on the ring, in arrival order.
+        self._stash: deque[list[zmq.Frame]] = deque()
+        self._socket_check_at = 0.0
+
+    def _resume(self, deadline: Deadline) -> Any:
+        """A dequeue after a timeout goes back to the pending frame."""
+        obs = self._observer
+        if obs is not None:
+            # spec: ReaderResume -- a dequeue after a timeout goes back to the pending frame
+            obs.begin(self._actor)
+            obs.end(self._actor, READER_RESUME, self._pending)
+        return self._take_frame(self._pending, deadline)
+
+    def _take_frame(self, pending: int, deadline: Deadline) -> Any:
+        obs = self._observer
+        # spec: ReaderRecvFrame -- the stash first, in arrival order
+        if self._stash:
+            frames = self._stash.popleft()
+        else:
+            try:
+                frames = self._recv(
+                    self._sock, deadline,
+                    f"overflow frame seq {pending} on the local socket (its chunk is released)",
+                )
+            except RingTimeoutError:
+                # spec: ReaderTimeout -- _pending stays set, so the retry returns this
+                # same object (the known trap cannot happen)
+                if obs is not None:
+                    obs.begin(self._actor)
+                    obs.end(self._actor, READER_TIMEOUT, pending)
+                raise
+        if obs is not None:
+            obs.begin(self._actor)
+        seq = -1
+        got: Any = None
+        try:
+            kind, seq = self._parse_header(frames[0])[:2]
+            if kind != wire.OVERFLOW or seq != pending:
+                raise self._out_of_order("local socket", kind, seq)
+            self._state = ReaderState.IDLE
+            self._seq = seq + 1  # consumed before it is decoded
+            try:
+                got = self._load_frame(seq, frames)
+            except DecodeError as exc:
+                got = exc
+                raise
+            return got
+        finally:
+            if obs is not None:
+                obs.end(self._actor, READER_RECV_FRAME, seq, got)
+
+    def _ring_or_shutdown(self) -> bool:
+        """The ring's next chunk is ready; every ``SLICE`` also drain the socket
+        (stash frames, note SHUTDOWN: raises :class:`ClosedError` once all is read)."""
+        if self._cursor.poll():
+            return True
+        if self._look_at_socket():
+            total = self._shutdown_total
+            if total is not None:
+                self._saw_shutdown(total)
+            self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
+        return False
+
+    def _look_at_socket(self) -> bool:
+        """Drain the socket if a SLICE has passed since the last look; whether it did."""
+        now = time.monotonic()
+        if now < self._socket_check_at:
+            return False
+        self._socket_check_at = now + SLICE
+        self._drain_socket()
+        return True
+
+    def _drain_socket(self) -> None:
+        """Take every frame waiting on the socket: stash message frames in order, note
+        SHUTDOWN's total."""
+        sock = self._sock
+        while (frames := pending_frames(sock)) is not None:
+            kind, seq = self._parse_header(frames[0])[:2]
+            obs = self._observer
+            if obs is not None:
+                obs.begin(self._actor)
+            if kind == wire.SHUTDOWN:
+                # spec: ReaderSeeShutdown
+                self._shutdown_total = seq
+                if obs is not None:
+                    obs.end(self._actor, READER_SEE_SHUTDOWN, seq)
+            else:
+                # spec: ReaderStash -- the frame of a marker published since the last look
+                self._stash.append(frames)
+                if obs is not None:
+                    obs.end(self._actor, READER_STASH, seq)
+
+    if TYPE_CHECKING:  # what the reader provides (QueueReader)
+
+        def _recv(
+            self, sock: zmq.Socket[Any], deadline: Deadline, what: str
+        ) -> list[zmq.Frame]: ...
+
+        def _parse_header(self, first: zmq.Frame) -> tuple[int, int, int, int]: ...
+
+        def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError: ...
+
+        def _load_frame(self, seq: int, frames: list[zmq.Frame]) -> Any: ...
+
+        def _saw_shutdown(self, total: int) -> None: ...
+
+        def _watch(self) -> None: ...

@@ -1,0 +1,318 @@
+"""The run flavor's reader half: a run of chunks unpickled straight out of the ring."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Protocol
+
+from ....errors import (
+    BrokenPeerError,
+    CancelledError,
+    ClosedError,
+    DecodeError,
+    MessageAbortedError,
+    MisuseError,
+)
+from ....hugepages import MIN_BYTES as HUGE_BUFFER
+from ....hugepages import advise_huge_pages
+from ....ring import ReaderCursor
+from ....steps import READER_READ_RUN_CHUNK, READER_RELEASE_RUN_CHUNK, QueueObserver
+from ....waiting import FOREVER, StallLog, wait_for
+from ... import wire
+from . import KIND_OF, bytes_view
+
+_HEADER_BYTES = wire.HEADER_BYTES
+_LENGTH_BYTES = wire.LENGTH.size
+_NO_VIEW = memoryview(b"")
+
+
+class RunOwner(Protocol):
+    """What the run's reader half asks its queue reader (a weak proxy: no cycle, so
+    ``mq = None`` frees the reader)."""
+
+    def who(self) -> str: ...
+
+    def watch_run(self) -> None: ...
+
+    def stall_interval(self) -> float: ...
+
+    def named(self, exc: DecodeError) -> DecodeError: ...
+
+    def broken(self, why: str) -> None: ...
+
+
+class RunReader:
+    """A file over one run of chunks for the unpickler: ``read``, ``readinto``,
+    ``readline``; each chunk is released once its bytes are consumed."""
+
+    def __init__(
+        self, cursor: ReaderCursor, owner: RunOwner, observer: QueueObserver | None, actor: str
+    ) -> None:
+        self._cursor = cursor
+        self._owner = owner
+        self._observer = observer
+        self._actor = actor
+        # Invariant: _held iff _view is the taken chunk's bytes of the run (else _NO_VIEW).
+        self._view = _NO_VIEW
+        self._held = False
+        self._pos = 0
+        self._kind = wire.RUN_LAST
+        self.seq = -1
+        self.part = 0
+        # Invariant: a run is being read (its first chunk taken, its LAST or ABORT not
+        # released).
+        self.active = False
+
+    def begin(self, seq: int, chunk: memoryview, nbytes: int) -> None:
+        """Take over the taken FIRST chunk of message ``seq`` (``nbytes`` of the run)."""
+        self.seq = seq
+        self.part = 0
+        self._kind = wire.RUN_FIRST
+        self._view = chunk[_HEADER_BYTES : _HEADER_BYTES + nbytes]
+        self._held = True
+        self._pos = 0
+        self.active = True
+
+    # --- the file -----------------------------------------------------------------
+
+    def readinto(self, b: Any) -> int:
+        target = bytes_view(b)
+        n = len(target)
+        if n >= HUGE_BUFFER:
+            advise_huge_pages(target)  # a fresh buffer: 2 MiB pages fault 512x less
+        filled = 0
+        while filled < n:
+            view = self._view
+            avail = len(view) - self._pos
+            if not avail:
+                if not self._advance():
+                    break
+                continue
+            k = min(avail, n - filled)
+            pos = self._pos
+            target[filled : filled + k] = view[pos : pos + k]
+            self._pos = pos + k
+            filled += k
+        return filled
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0:
+            raise MisuseError(f"{self._owner.who()}: read() of a whole run is not supported")
+        view = self._view
+        pos = self._pos
+        if len(view) - pos >= n:  # the common case: one copy
+            self._pos = pos + n
+            return bytes(view[pos : pos + n])
+        out = bytearray(n)
+        got = self.readinto(out)
+        return bytes(out[:got])
+
+    def readline(self) -> bytes:
+        out = bytearray()
+        while True:
+            view = self._view
+            pos = self._pos
+            window = bytes(view[pos : pos + 4096])
+            i = window.find(b"\n")
+            if i >= 0:
+                out += window[: i + 1]
+                self._pos = pos + i + 1
+                return bytes(out)
+            out += window
+            self._pos = pos + len(window)
+            if self._pos == len(view) and not self._advance():
+                return bytes(out)
+
+    def load(self) -> Any:
+        """The message's object: the buffer table, the buffers, then the unpickler."""
+        nbuf = wire.read_length(self._exactly(_LENGTH_BYTES))
+        lengths = wire.buffer_lengths(self._exactly(_LENGTH_BYTES * nbuf), nbuf)
+        buffers = []
+        for n in lengths:
+            buf = bytearray(n)
+            if self.readinto(buf) != len(buf):
+                raise EOFError("the run ends inside an out-of-band buffer")
+            buffers.append(buf)
+        return pickle.Unpickler(self, buffers=buffers).load()
+
+    def _exactly(self, n: int) -> bytes:
+        data = self.read(n)
+        if len(data) != n:
+            raise EOFError(f"the run ends after {len(data)} of {n} bytes")
+        return data
+
+    # --- the chunks ---------------------------------------------------------------
+
+    def _advance(self) -> bool:
+        """Release the consumed chunk and read the next; false at the run's LAST."""
+        if self._kind == wire.RUN_LAST:
+            return False
+        if self._held:
+            self._release(None)
+        self._next()
+        return True
+
+    @property
+    def at_end(self) -> bool:
+        """Every byte of the run was consumed (its LAST is held, not yet released)."""
+        return self._kind == wire.RUN_LAST and self._held and self._pos == len(self._view)
+
+    def skip_rest(self, outcome: object) -> None:
+        """Read and release the rest of the run, to its LAST (released as the step that
+        delivers ``outcome``) or its ABORT (raises :class:`MessageAbortedError`). Also
+        after an interrupt at any point of a read."""
+        while self.active:
+            if not self._held:
+                self._next()
+            elif self._kind == wire.RUN_LAST:
+                self._release(outcome)
+            else:
+                self._release(None)
+
+    def _release(self, outcome: object) -> None:
+        view = self._view
+        held = self._held
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
+        # spec: ReaderReleaseRunChunk -- only once its bytes are consumed; LAST: delivered
+        last = self._kind in (wire.RUN_LAST, wire.RUN_ABORT)
+        self._cursor.release()  # interrupted at its start: still held
+        self._view = _NO_VIEW
+        self._held = False
+        if held:
+            view.release()
+        if last:
+            self.active = False
+        if obs is not None:
+            obs.end(self._actor, READER_RELEASE_RUN_CHUNK, self.seq, outcome if last else None,
+                    KIND_OF[self._kind])
+
+    def _next(self) -> None:
+        """Wait for the run's next chunk and read its header (ABORT: released, then
+        :class:`MessageAbortedError`)."""
+        cursor = self._cursor
+        if not cursor.poll():
+            wait_for(cursor.poll, FOREVER, self._stall, _never, self._owner.watch_run,
+                     cursor.sleeper)
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
+        # spec: ReaderReadRunChunk -- MORE, LAST or ABORT of this run's seq, next part
+        chunk = cursor.take()
+        kind, seq, nbytes, part = wire.read_header(chunk)
+        ok = kind in wire.RUN_NEXT_KINDS and seq == self.seq and part == self.part + 1
+        if ok:
+            self._kind = kind
+            self.part = part
+            self._view = chunk[_HEADER_BYTES : _HEADER_BYTES + nbytes]
+            self._held = True
+            self._pos = 0
+        if obs is not None:
+            obs.end(self._actor, READER_READ_RUN_CHUNK, seq, None, KIND_OF.get(kind, "?"))
+        if not ok:
+            index = cursor.index
+            cursor.release()
+            self.active = False
+            raise BrokenPeerError(
+                f"{self._owner.who()}: in ring chunk {index} got {wire.kind_name(kind)} seq {seq} "
+                f"part {part}, expected part {self.part + 1} (RUN_MORE, RUN_LAST or "
+                f"RUN_ABORT) of message seq {self.seq}: the run was broken"
+            )
+        if kind == wire.RUN_ABORT:
+            aborted = MessageAbortedError(self.seq, part, wire.abort_reason(self._view))
+            self._release(aborted)
+            raise aborted
+
+    def _stall(self) -> StallLog:
+        return StallLog(self._describe, self._owner.stall_interval())
+
+    def close(self) -> None:
+        """Let go of the chunk a run holds (the ring is closing): no view stays on it."""
+        if self._held:
+            self._view.release()
+        self._view = _NO_VIEW
+        self._held = False
+        self.active = False
+
+    def _describe(self) -> str:
+        c = self._cursor
+        return (
+            f"{self._owner.who()} waits for part {self.part + 1} of message seq {self.seq} "
+            f"(a run) in ring chunk {c.index} ({c.flag_state()})"
+        )
+
+
+def _never(waited: float) -> Exception:
+    raise AssertionError("a run's wait has no deadline")
+
+
+class RunReceiver:
+    """The reader half: the object of a run whose FIRST chunk was taken. A broken run
+    (a chunk out of place) breaks the reader for good. Left mid-way (an interrupt, a
+    cancel), the message is not lost unseen: the next dequeue raises DecodeError."""
+
+    def __init__(
+        self, cursor: ReaderCursor, owner: RunOwner, observer: QueueObserver | None, actor: str
+    ) -> None:
+        self.run = RunReader(cursor, owner, observer, actor)
+        self._owner = owner
+        #: (seq, why) of the run a dequeue left mid-way, else ``None``.
+        self.interrupted: tuple[int, str] | None = None
+
+    def load(self) -> Any:
+        """The run's object (its FIRST chunk taken by ``run.begin``)."""
+        run = self.run
+        try:
+            return self._unpickle()
+        except MessageAbortedError as exc:
+            raise self._owner.named(exc) from None
+        except BrokenPeerError as exc:
+            self._owner.broken(f"broken since message seq {run.seq}'s run: {exc}")
+            raise
+        except BaseException as exc:
+            if run.active:
+                self.interrupted = (run.seq, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            raise
+
+    def _unpickle(self) -> Any:
+        run = self.run
+        seq = run.seq
+        try:
+            got = run.load()
+        except (BrokenPeerError, ClosedError, CancelledError):  # the writer gone, or woken
+            raise
+        except DecodeError:  # MessageAbortedError: the writer aborted the run
+            raise
+        except Exception as exc:
+            # the run goes on to its LAST (or ABORT) first: the next dequeue starts after it
+            err = self._owner.named(DecodeError(seq, exc, None))
+            run.skip_rest(err)
+            raise err from exc
+        if not run.at_end:
+            err = self._owner.named(DecodeError(
+                seq, ValueError("the run has bytes after the end of its pickle stream")
+            ))
+            run.skip_rest(err)
+            raise err
+        run.skip_rest(got)  # its LAST: released, the object delivered
+        return got
+
+    def finish_interrupted(self, seq: int, why: str) -> DecodeError:
+        """Skip the rest of the run a dequeue left mid-way; the DecodeError to raise for
+        its message (consumed: the next dequeue returns the next message)."""
+        run = self.run
+        cause: BaseException = RuntimeError(
+            f"the dequeue reading it was interrupted mid-run ({why}); the rest of its run "
+            "was skipped"
+        )
+        try:
+            if run.active:
+                run.skip_rest(self._owner.named(DecodeError(seq, cause)))
+        except MessageAbortedError as exc:  # the writer aborted it meanwhile
+            cause = exc.cause
+        except BrokenPeerError as exc:
+            self._owner.broken(f"broken since message seq {seq}'s run: {exc}")
+            raise
+        self.interrupted = None
+        return self._owner.named(DecodeError(seq, cause))

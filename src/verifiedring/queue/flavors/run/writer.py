@@ -1,0 +1,290 @@
+"""The run flavor's writer half: a message too large for one chunk, as a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ....errors import MisuseError
+from ....ring import WriterCursor
+from ....steps import WRITER_ABORT_RUN, WRITER_ACTOR, WRITER_PUBLISH_RUN_CHUNK, QueueObserver
+from ....waiting import FOREVER, Deadline
+from ... import wire
+from ...serialization import Serializer
+from . import KIND_OF, bytes_view
+
+_HEADER_BYTES = wire.HEADER_BYTES
+_NO_CHUNK = memoryview(b"")
+
+
+class RunWriter:
+    """Writes one message's bytes, as they come, into a run of chunks of ``cursor``."""
+
+    def __init__(self, cursor: WriterCursor, observer: QueueObserver | None) -> None:
+        self.cursor = cursor
+        self.observer = observer
+        # Invariant: _held iff _chunk is the claimed chunk being filled (else _NO_CHUNK).
+        self._chunk = _NO_CHUNK
+        self._held = False
+        self._off = 0  # where its next byte goes
+        self._watch: Callable[[], None] | None = None
+        self.seq = -1
+        self.part = 0  # the part number of the chunk being filled
+        # Invariant: a run was begun and neither its LAST nor its ABORT is published.
+        self.active = False
+        self._obj: object = None  # for the observer
+
+    def begin(
+        self, seq: int, deadline: Deadline, watch: Callable[[], None], obj: object
+    ) -> None:
+        """Claim the run's first chunk, waiting at most ``deadline`` (nothing is
+        published before it: a timeout leaves no trace)."""
+        self._watch = watch
+        self.seq = seq
+        self.part = 0
+        self._claim(deadline)
+        self._obj = obj  # after the claim: a timeout keeps no reference to it
+        self.active = True
+
+    def _claim(self, deadline: Deadline) -> None:
+        cursor = self.cursor
+        cursor.claim(deadline, self._watch)
+        self._chunk = cursor.fill()
+        self._held = True
+        self._off = _HEADER_BYTES
+
+    @property
+    def holding(self) -> bool:
+        """A claimed chunk is being filled (an ABORT can go in it without a wait)."""
+        return self._held and self.cursor.holding
+
+    def write(self, b: Any) -> int:
+        """Append ``b``'s bytes to the run: fill the chunk, publish it when full and
+        more follows, claim the next (waiting as long as the readers are alive)."""
+        view = bytes_view(b)
+        n = len(view)
+        pos = 0
+        while pos < n:
+            if not self._held:
+                self._claim(FOREVER)
+                continue
+            chunk = self._chunk
+            room = len(chunk) - self._off
+            if not room:
+                self._publish(wire.RUN_MORE)
+                continue
+            k = min(room, n - pos)
+            off = self._off
+            chunk[off : off + k] = view[pos : pos + k]
+            self._off = off + k
+            pos += k
+        return n
+
+    def write_head(self, buffers: list[memoryview]) -> None:
+        """The run's table of out-of-band buffers, then the buffers."""
+        self.write(wire.buffer_table(buffers))
+        for b in buffers:
+            self.write(b)
+
+    def finish(self) -> None:
+        """Publish the chunk being filled as the run's LAST."""
+        self._publish(wire.RUN_LAST)
+        self._end()
+
+    def _end(self) -> None:
+        self.active = False
+        self._obj = None
+        self._watch = None
+
+    def _publish(self, kind: int) -> None:
+        obs = self.observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
+        # spec: WriterPublishRunChunk -- FIRST, MORE or LAST of message seq (one ring message)
+        if self.part == 0 and kind == wire.RUN_MORE:
+            kind = wire.RUN_FIRST
+        wire.write_run_header(self._chunk, kind, self.seq, self._off - _HEADER_BYTES, self.part)
+        self.cursor.publish()  # interrupted at its start: still held
+        self._chunk = _NO_CHUNK
+        self._held = False
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_PUBLISH_RUN_CHUNK, self.seq, self._obj, KIND_OF[kind])
+        self.part += 1
+
+    def abort(self, reason: str, deadline: Deadline) -> None:
+        """Publish ABORT (with ``reason``) as the run's next part, in the chunk being
+        filled if one is held, else in the next one (waiting at most ``deadline``)."""
+        if not self.holding:
+            self._claim(deadline)
+        obs = self.observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
+        # spec: WriterAbortRun -- ABORT(seq, next part): readers raise for this message
+        wire.write_abort(self._chunk, self.seq, self.part, reason)
+        self.cursor.publish()
+        self._chunk = _NO_CHUNK
+        self._held = False
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_ABORT_RUN, self.seq, self._obj, "abort")
+        self._end()
+        self.part += 1
+
+
+class Spill:
+    """The file a Pickler writes one message to: in memory while the message fits one
+    chunk (``parts``, as ``pickle.dumps`` would give it), a run from the first byte
+    that does not (the fit rule: ``fits`` applied to :mod:`..wire`'s sizes)."""
+
+    def __init__(self, run: RunWriter, fits: Callable[[int], bool]) -> None:
+        self.run = run
+        self._fits = fits
+        self.parts: list[Any] = []
+        self._size = 0  # the bytes of an INLINE chunk holding what was kept so far
+        #: Where the serializer keeps the out-of-band buffers it takes
+        #: (:meth:`keep_out_of_band`), set by it for each message.
+        self.buffers: list[memoryview] = []
+        self._seq = -1
+        self._deadline = FOREVER
+        self._watch: Callable[[], None] = _no_watch
+        self._obj: object = None
+        self.streamed = False  # this message went into a run
+        #: The exception this file raised, if any (not the pickler's own).
+        self.raised: BaseException | None = None
+
+    def arm(self, seq: int, deadline: Deadline, watch: Callable[[], None], obj: object) -> None:
+        """Start message ``seq``."""
+        self.parts.clear()
+        self._size = _HEADER_BYTES
+        self._seq = seq
+        self._deadline = deadline
+        self._watch = watch
+        self._obj = obj
+        self.streamed = False
+        self.raised = None
+
+    def disarm(self) -> None:
+        """Hold no reference to the last message."""
+        self.parts.clear()
+        self.buffers = []
+        self._obj = None
+        self._watch = _no_watch
+
+    def keep_out_of_band(self, nbytes: int) -> bool:
+        """Whether a buffer of ``nbytes`` may travel out of band: yes while the message
+        still fits one chunk with it; no once it is a run (in band: streamed)."""
+        size = self._size + wire.buffer_bytes(nbytes)
+        if self.streamed or not self._fits(size):
+            return False
+        self._size = size
+        return True
+
+    def write(self, b: Any) -> int:
+        try:
+            if self.streamed:
+                return self.run.write(b)
+            n = len(b) if type(b) is bytes else memoryview(b).nbytes
+            self.parts.append(b)
+            self._size += n
+            if not self._fits(self._size):
+                self._spill()
+            return n
+        except BaseException as exc:
+            self.raised = exc
+            raise
+
+    def _spill(self) -> None:
+        """The message does not fit one chunk: begin its run with what was kept."""
+        run = self.run
+        run.begin(self._seq, self._deadline, self._watch, self._obj)
+        self.streamed = True
+        run.write_head(self.buffers)
+        self.buffers.clear()
+        for part in self.parts:
+            run.write(part)
+        self.parts.clear()
+
+
+def _no_watch() -> None:
+    return None
+
+
+class RunSenderOwner(Protocol):
+    """What a :class:`RunSender` asks its writer (a weak proxy: no cycle)."""
+
+    def who(self) -> str: ...
+
+    def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None: ...
+
+
+class RunSender:
+    """The writer half: large objects of ``large_objects="stream"`` as runs of chunks.
+    With ``spill`` (no remote reader needs the object whole) they are pickled
+    straight into the run; else pickled first, then written."""
+
+    def __init__(
+        self, cursor: WriterCursor, observer: QueueObserver | None, owner: RunSenderOwner,
+        fits: Callable[[int], bool], spill: bool,
+    ) -> None:
+        self.run = RunWriter(cursor, observer)
+        self._owner = owner
+        #: Pickle straight into the run (no remote reader needs the object whole).
+        self.spill = spill
+        self._file = Spill(self.run, fits)
+
+    @property
+    def active(self) -> bool:
+        """A run is begun and not ended (its abort is due if the writer was left)."""
+        return self.run.active
+
+    def dump(
+        self, serializer: Serializer, obj: Any, seq: int, deadline: Deadline,
+        watch: Callable[[], None],
+    ) -> wire.Pickled | None:
+        """``obj`` pickled: what fits one chunk is returned; a larger object is
+        pickled straight into a run of chunks (``None``: sent)."""
+        run = self.run
+        spill = self._file
+        spill.arm(seq, deadline, watch, obj)
+        try:
+            p = serializer.dump_into(obj, spill)
+        except MisuseError as exc:
+            if not run.active:
+                raise
+            self._owner.abort_run(run, f"pickling raised {exc.__cause__!r}", deadline)
+            raise MisuseError(
+                f"{self._owner.who()}: cannot serialize message seq {seq} (an object of type "
+                f"{type(obj).__module__}.{type(obj).__qualname__}): {exc.__cause__!r} after "
+                f"{run.part - 1} of its chunks were published; the message was aborted (every "
+                "reader raises MessageAbortedError for it)"
+            ) from exc.__cause__
+        except BaseException as exc:  # KeyboardInterrupt and the like
+            self.abort_if_holding(exc)
+            raise
+        finally:
+            spill.disarm()
+        if p is None:
+            run.finish()
+        return p
+
+    def write(
+        self, p: wire.Pickled, seq: int, deadline: Deadline, watch: Callable[[], None],
+        obj: Any,
+    ) -> None:
+        """``p`` (pickled already: remote readers need it whole) as a run of chunks."""
+        run = self.run
+        run.begin(seq, deadline, watch, obj)  # a timeout here leaves no trace
+        try:
+            run.write_head(p[1])
+            run.write(p[0])
+        except BaseException as exc:
+            self.abort_if_holding(exc)
+            raise
+        run.finish()
+
+    def abort_if_holding(self, exc: BaseException) -> None:
+        """An asynchronous exception mid-run: if the run holds a chunk, ABORT goes in it
+        now (no wait); else the abort is due at the next call."""
+        run = self.run
+        if run.active and run.holding:
+            reason = f"the writer was interrupted ({type(exc).__name__})"
+            self._owner.abort_run(run, reason, FOREVER)

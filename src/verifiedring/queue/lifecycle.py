@@ -1,0 +1,62 @@
+"""The states of a queue end, named after ``spec/MessageQueue.tla``'s ``wpc`` and ``rpc``.
+
+Each value is the spec's word for it; the code adds only what the spec leaves
+out (``closed``: ``close()`` was called; a reader's ``cancelled``: ``shutdown()``
+on it). A state that refuses calls carries the error it raises
+(:func:`refusal`), with the end's reason for being there.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from ..errors import BrokenPeerError, CancelledError, ClosedError, MisuseError
+
+
+class WriterState(enum.Enum):
+    """The writer's ``wpc``. A call leaves it at CHUNK (or at RUN, an abort due),
+    unless the writer shut down or broke."""
+
+    HANDSHAKE = "handshake"  # before wait_until_ready(): refuses with MisuseError
+    CHUNK = "chunk"  # ready: the next message is published into a ring chunk
+    RUN = "run"  # a run is being written; left here by an interrupt: ABORT is due
+    LOCAL = "local"  # a marker is published, its overflow frame not sent yet
+    REMOTE = "remote"  # a message is published locally, its remote frame not sent yet
+    REMOTE_ABORT = "remoteAbort"  # a run was aborted, its ABORT frame not sent yet
+    SHUT = "shut"  # SHUTDOWN sent: refuses with ClosedError
+    BROKEN = "broken"  # a send failed or was interrupted, or a reader left
+    CLOSED = "closed"  # close() was called (the code's own)
+
+
+class ReaderState(enum.Enum):
+    """A reader's ``rpc``. A dequeue leaves it at IDLE, or -- interrupted or timed
+    out -- at FRAME (the marker's frame awaited) or RUN (a run left mid-way)."""
+
+    INIT = "init"  # before wait_until_ready(): refuses with MisuseError
+    IDLE = "idle"  # ready for the next message
+    FRAME = "frame"  # an overflow marker was taken; its frame is awaited
+    RUN = "run"  # a run was left mid-way: the next dequeue skips its rest
+    CLOSED = "closed"  # every message received after SHUTDOWN, or close()
+    BROKEN = "broken"  # a message out of place, or the writer is gone
+    CANCELLED = "cancelled"  # shutdown() on this reader (the code's own)
+
+
+#: The error each refusing state raises; the reason says why the end is there.
+_ERRORS: dict[enum.Enum, type[Exception]] = {
+    WriterState.HANDSHAKE: MisuseError,
+    WriterState.SHUT: ClosedError,
+    WriterState.CLOSED: ClosedError,
+    WriterState.BROKEN: BrokenPeerError,
+    WriterState.LOCAL: BrokenPeerError,  # a call found a send interrupted: broken
+    WriterState.REMOTE: BrokenPeerError,
+    WriterState.REMOTE_ABORT: BrokenPeerError,
+    ReaderState.INIT: MisuseError,
+    ReaderState.CLOSED: ClosedError,
+    ReaderState.BROKEN: BrokenPeerError,
+    ReaderState.CANCELLED: CancelledError,
+}
+
+
+def refusal(state: enum.Enum, who: str, why: str) -> Exception:
+    """The error an end in ``state`` raises for a call it refuses."""
+    return _ERRORS.get(state, MisuseError)(f"{who}: {why}")

@@ -1,0 +1,220 @@
+"""What the writer is: its two transmitters, its readers, its handle and handshake.
+
+:class:`WriterBase` builds the writer's :class:`~.transmitters.LocalTransmitter`
+and :class:`~.transmitters.RemoteTransmitter` from checked options (on failure
+none is left), knows its readers (:class:`~.peers.Peers`), exports the
+:class:`~.handle.Handle`, runs the READY handshake, and owns the one send path
+and the way a failure breaks the writer for good. What the writer does per
+message is :class:`~.writer.QueueWriter`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import BrokenPeerError, RingTimeoutError
+from ..layout import RingLayout
+from ..steps import WRITER_ACTOR, WRITER_HANDSHAKE, WRITER_SEND_FAILS, QueueObserver
+from ..waiting import Deadline, StallLog, wait_readable
+from . import wire
+from .flavors.arena import ArenaOptions, arena_writer
+from .flavors.run.writer import RunSender
+from .handle import Handle, ring_tag
+from .lifecycle import WriterState
+from .message_queue import MessageQueue
+from .peers import Peers
+from .serialization import Serializer
+from .sockets import Signer, new_key
+from .transmitters import LocalTransmitter, RemoteOptions, RemoteTransmitter
+
+#: A channel's send: ``(parts, what, seq, observer)``.
+Send = Callable[[list[Any], str, int, "QueueObserver | None"], None]
+
+
+class WriterBase(MessageQueue):
+    """The writer's parts and its ends' shared steps (handshake, send, failure)."""
+
+    is_writer = True
+    n_reader: int
+    n_local_reader: int
+    local_reader_ranks: tuple[int, ...]
+    remote_window: int
+    large_objects: str
+
+    def _build(
+        self, layout: RingLayout, remote: RemoteOptions, arena: ArenaOptions | None, ip: str
+    ) -> None:
+        """The transmitters, from the checked options (``remote`` is used only with
+        remote readers, its linger always); on failure none is left."""
+        self._key = new_key()
+        self._signer = Signer(self._key)
+        self._linger_ms = remote.linger_ms
+        self._serializer = Serializer()
+        # Invariant: the sequence number of the next message (every one below was sent).
+        self._seq = 0
+        self._open()
+        n_remote = self.n_reader - self.n_local_reader
+        self._local: LocalTransmitter | None = None
+        self._remote: RemoteTransmitter | None = None
+        self._runs: RunSender | None = None
+        try:
+            if self.n_local_reader:
+                self._local = self._local_side(layout, None if n_remote else arena)
+            if n_remote:
+                self._remote = RemoteTransmitter(self._ctx, ip, remote, self._who())
+        except BaseException:
+            self._release()
+            raise
+        self._dumps = self._serializer.dumps  # bound once: the hot path pays no lookups
+        #: The run flavor when it pickles straight into the ring (no remote reader).
+        self._streaming = self._runs if self._runs is not None and self._runs.spill else None
+        local, far = self._local, self._remote
+        self._peers = Peers(
+            self._who(), self._signer, self.local_reader_ranks, n_remote,
+            (None if local is None else local.frames.endpoint.socket,
+             None if far is None else far.socket),
+        )
+        self._closed = False
+
+    def _local_side(self, layout: RingLayout, arena: ArenaOptions | None) -> LocalTransmitter:
+        local = LocalTransmitter(self._ctx, layout, self._observer, self._who())
+        try:
+            local.cursor.log_interval = self.log_interval
+            if self.large_objects == "stream":
+                spill = self.n_reader == self.n_local_reader  # no remote reader needs it whole
+                owner = weakref.proxy(self)
+                local.runs = self._runs = RunSender(
+                    local.cursor, self._observer, owner, layout.fits, spill
+                )
+            if arena is not None:
+                local.arena = arena_writer(self.n_local_reader, arena, self)
+                self._serializer = Serializer(arena=local.arena)
+        except BaseException:
+            local.close(0)
+            raise
+        return local
+
+    @property
+    def log_interval(self) -> float:
+        """Seconds between two warnings while a wait lasts (the ring's wait too)."""
+        return self._log_interval_s
+
+    @log_interval.setter
+    def log_interval(self, seconds: float) -> None:
+        self._log_interval_s = seconds
+        local = getattr(self, "_local", None)  # not made yet while _open runs
+        if local is not None:
+            local.cursor.log_interval = seconds
+
+    @property
+    def rejected_frames(self) -> int:
+        """Malformed acknowledgements dropped unread."""
+        return 0 if self._remote is None else self._remote.credit.rejected
+
+    def _who(self) -> str:
+        return f"writer (pid {os.getpid()})"
+
+    def who(self) -> str:
+        """How messages name this writer (for its flavors)."""
+        return self._who()
+
+    def export_handle(self) -> Handle:
+        if self._closed:
+            self._refuse()
+        local, remote = self._local, self._remote
+        ring = None if local is None else local.ring.handle()
+        arena = None if local is None or local.arena is None else local.arena.handle
+        return Handle(
+            n_reader=self.n_reader,
+            local_reader_ranks=self.local_reader_ranks,
+            buffer_handle=ring,
+            local_subscribe_addr=None if local is None else local.frames.endpoint.address,
+            remote_subscribe_addr=None if remote is None else remote.address,
+            remote_ack_addr=None if remote is None else remote.ack_address,
+            remote_window=self.remote_window,
+            hmac_key=self._key,
+            ring_tag=b"" if ring is None else ring_tag(self._signer, ring, arena),
+            curve=None if remote is None else remote.keys.reader,
+            writer_pid=os.getpid(),
+            writer_host=socket.gethostname(),
+            arena=arena,
+        )
+
+    # --- the handshake -------------------------------------------------------
+
+    def _handshake(self, deadline: Deadline) -> None:
+        """Wait for every reader to subscribe, then send READY."""
+        # spec: WriterHandshake -- every subscription first (essential), then READY
+        peers = self._peers
+        if not peers.complete():
+
+            def timed_out(waited: float) -> RingTimeoutError:
+                return RingTimeoutError(f"{peers.describe()}; timed out after {waited:.3f} s")
+
+            log = StallLog(peers.describe, self.log_interval)
+            wait_readable(peers.gather, deadline, log, timed_out)
+        obs = self._observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
+        self._send_control([wire.control_header(wire.READY, 0)], "READY")
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_HANDSHAKE, -1)
+        if self._local is not None:
+            self._local.after_handshake([peers.name(r) for r in self.local_reader_ranks])
+        if self._remote is not None:
+            self._remote.credit.start(set(peers.remote))
+        self._state = WriterState.CHUNK
+
+    def _send(self, send: Send, parts: list[Any], what: str, seq: int) -> None:
+        """One channel's send of message ``seq`` (-1: a control message, its caller's
+        step). A failure breaks the writer for good: what was published before it
+        cannot be taken back, and a reader may wait for it."""
+        obs = self._observer if seq >= 0 else None
+        try:
+            send(parts, what, seq, obs)
+        except BrokenPeerError as exc:
+            # spec: WriterSendFails -- broken for good: no later message, no reused seq
+            self._break(f"broken since sending {what} failed: {exc}")
+            if obs is not None:
+                obs.end(WRITER_ACTOR, WRITER_SEND_FAILS, seq)
+            raise
+
+    def _send_control(self, parts: list[Any], what: str) -> None:
+        if self._local is not None:
+            self._send(self._local.frames.send, parts, what, -1)
+        if self._remote is not None:
+            self._send(self._remote.send, parts, what, -1)
+
+    # --- failures ----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        """While the writer waits: a reader that left breaks the writer for good."""
+        try:
+            self._peers.watch()
+        except BrokenPeerError as exc:
+            self._break(f"broken since a reader left: {exc}")
+            raise
+
+    def _break(self, why: str) -> None:
+        self._stop(WriterState.BROKEN, why)
+
+    def _ring_stalled(
+        self, local: LocalTransmitter, seq: int, exc: RingTimeoutError
+    ) -> RingTimeoutError:
+        ranks = [self.local_reader_ranks[i] for i in local.cursor.unread_by()]
+        names = ", ".join(self._peers.name(r) for r in ranks)
+        return RingTimeoutError(
+            f"{self._who()} could not enqueue message seq {seq}: local reader ranks {ranks} "
+            f"have not read the chunk it needs ({names}); ring: {exc}"
+        )
+
+    def _release(self) -> None:
+        if self._remote is not None:
+            self._remote.close(self._linger_ms)
+        if self._local is not None:
+            self._local.close(self._linger_ms)
+

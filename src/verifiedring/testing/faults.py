@@ -1,0 +1,241 @@
+"""Fault seams for tests: the one place allowed to reach a queue end's internals.
+
+A test that must hold back, fail or forge what a queue end sends, or look at
+the ring chunk a message went to, calls one of these instead of editing a
+private field. Each names what it does to the real object; none changes the
+protocol, and each undoes itself where it can (``with`` or :meth:`restore`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import zmq
+
+from ..arena import ArenaReader, ArenaWriter
+from ..errors import MisuseError
+from ..layout import WRITTEN_POSITION
+from ..queue import wire
+from ..queue.local_reader import LocalReader
+from ..queue.message_queue import MessageQueue
+from ..queue.reader import QueueReader
+from ..queue.serialization import Serializer
+from ..queue.writer import QueueWriter
+from ..ring import ReaderCursor
+
+__all__ = [
+    "LocalFrames",
+    "arena_of",
+    "before_local_frame",
+    "forge_chunk",
+    "hold_local_frames",
+    "interrupt_writer_wait",
+    "local_frames",
+    "reader_cursor",
+    "reader_socket",
+    "ring_chunk",
+    "send_frame",
+    "wedge_local_socket",
+    "writer_run",
+    "writer_sockets",
+]
+
+
+def _writer(end: MessageQueue) -> QueueWriter:
+    if not isinstance(end, QueueWriter):
+        raise MisuseError(f"{end!r} is not a writer")
+    return end
+
+
+def _local_reader(end: MessageQueue) -> LocalReader:
+    if not isinstance(end, LocalReader):
+        raise MisuseError(f"{end!r} is not a local reader")
+    return end
+
+
+def _local_side(writer: MessageQueue) -> Any:
+    local = _writer(writer)._local
+    if local is None:
+        raise MisuseError(f"{writer!r} has no local readers")
+    return local
+
+
+class LocalFrames:
+    """The writer's local socket, wrapped: frames held back while :attr:`holding`,
+    every send failing as at the high-water mark while :attr:`wedged`, and
+    :attr:`before_send` called with each frame first. :meth:`restore` (or leaving
+    ``with``) puts the real socket back."""
+
+    def __init__(self, writer: MessageQueue) -> None:
+        self._frames = _local_side(writer).frames
+        self.sock: zmq.Socket[Any] = self._frames.socket
+        self.holding = False
+        self.wedged = False
+        self.held: list[list[Any]] = []
+        self.before_send: Callable[[list[Any]], None] | None = None
+        self._frames.socket = self
+
+    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
+        if self.before_send is not None:
+            self.before_send(parts)
+        if self.wedged:
+            raise zmq.Again()
+        if self.holding:
+            self.held.append(parts)
+        else:
+            self.sock.send_multipart(parts, copy=copy)
+
+    def release(self) -> None:
+        """Send the frames held back, in order."""
+        for parts in self.held:
+            self.sock.send_multipart(parts)
+        self.held.clear()
+
+    def restore(self) -> None:
+        self._frames.socket = self.sock
+
+    def __enter__(self) -> LocalFrames:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+
+def local_frames(writer: MessageQueue) -> LocalFrames:
+    """The writer's local sends, wrapped (passing through until told otherwise)."""
+    return LocalFrames(writer)
+
+
+def hold_local_frames(writer: MessageQueue) -> LocalFrames:
+    """Hold back every frame of the writer's local socket (overflow frames, READY,
+    SHUTDOWN) until :meth:`LocalFrames.release`."""
+    frames = LocalFrames(writer)
+    frames.holding = True
+    return frames
+
+
+def wedge_local_socket(writer: MessageQueue) -> LocalFrames:
+    """Make every send on the writer's local socket fail as at its high-water mark."""
+    frames = LocalFrames(writer)
+    frames.wedged = True
+    return frames
+
+
+def before_local_frame(writer: MessageQueue, hook: Callable[[], None]) -> LocalFrames:
+    """Call ``hook`` right before each overflow frame is sent (its marker published)."""
+    frames = LocalFrames(writer)
+
+    def check(parts: list[Any]) -> None:
+        if wire.read_header(parts[0])[0] == wire.OVERFLOW:
+            hook()
+
+    frames.before_send = check
+    return frames
+
+
+def writer_sockets(writer: MessageQueue) -> tuple[zmq.Socket[Any] | None, zmq.Socket[Any] | None]:
+    """The writer's local and remote XPUBs (``None`` where it has no such readers)."""
+    w = _writer(writer)
+    local = None if w._local is None else w._local.frames.endpoint.socket
+    remote = None if w._remote is None else w._remote.socket
+    return local, remote
+
+
+def reader_socket(reader: MessageQueue) -> zmq.Socket[Any]:
+    """The socket a reader receives frames on."""
+    if not isinstance(reader, QueueReader):
+        raise MisuseError(f"{reader!r} is not a reader")
+    return reader._socket()
+
+
+def send_frame(writer: MessageQueue, channel: str, parts: list[Any]) -> None:
+    """Send ``parts`` on the writer's ``"local"`` or ``"remote"`` socket as the writer
+    would (authentic), outside any message."""
+    w = _writer(writer)
+    if channel == "local":
+        _local_side(w).frames.send(parts, "a stray frame", -1, None)
+    elif w._remote is not None:
+        w._remote.send(parts, "a stray frame", -1, None)
+    else:
+        raise MisuseError(f"{writer!r} has no remote readers")
+
+
+def forge_chunk(writer: MessageQueue, seq: int, obj: Any, timeout: float | None = None) -> None:
+    """Publish ``obj`` inline in the writer's next ring chunk as message ``seq``,
+    outside the writer's sequence (as if messages were lost)."""
+    cursor = _local_side(writer).cursor
+    with cursor.acquire_write(timeout) as chunk:
+        wire.encode_chunk(chunk, seq, Serializer().dumps(obj), True)
+
+
+def ring_chunk(writer: MessageQueue, index: int) -> tuple[int, int, int]:
+    """``(written flag, kind, seq)`` of ring chunk ``index`` as the writer sees it."""
+    ring = _local_side(writer).ring
+    written = ring._flag_views[index][WRITTEN_POSITION]
+    kind, seq = wire.read_header(ring._data_views[index])[:2]
+    return written, kind, seq
+
+
+def reader_cursor(reader: MessageQueue) -> ReaderCursor:
+    """A local reader's ring cursor."""
+    cursor: ReaderCursor = _local_reader(reader)._cursor
+    return cursor
+
+
+@contextlib.contextmanager
+def replace_reader_cursor(reader: MessageQueue, cursor: Any) -> Iterator[None]:
+    """While inside, a local reader's dequeue waits on and takes from ``cursor`` (a
+    wrapper of :func:`reader_cursor`'s, say)."""
+    r = _local_reader(reader)
+    real = r._cursor
+    r._cursor = cursor
+    try:
+        yield
+    finally:
+        r._cursor = real
+
+
+def writer_run(writer: MessageQueue) -> Any:
+    """The stream-mode writer's :class:`~..queue.flavors.run.writer.RunWriter`."""
+    runs = _writer(writer)._runs
+    if runs is None:
+        raise MisuseError(f"{writer!r} does not stream large objects")
+    return runs.run
+
+
+def run_holds_object(writer: MessageQueue) -> bool:
+    """Whether the stream-mode writer's run still holds a reference to an object."""
+    return writer_run(writer)._obj is not None
+
+
+@contextlib.contextmanager
+def interrupt_writer_wait(
+    writer: MessageQueue, when: Callable[[], bool], exc: type[BaseException] = KeyboardInterrupt
+) -> Iterator[None]:
+    """While inside, the writer's waits (for room, for credit) raise ``exc`` the
+    first time ``when()`` is true, as an asynchronous exception would land there."""
+    w = _writer(writer)
+    watch = w._watch
+    fired = False
+
+    def interrupting() -> None:
+        nonlocal fired
+        if not fired and when():
+            fired = True
+            raise exc
+        watch()
+
+    w._watch = interrupting  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del w._watch
+
+
+def arena_of(end: MessageQueue) -> ArenaWriter | ArenaReader | None:
+    """The tensor arena of a writer or a local reader (``None`` without one)."""
+    if isinstance(end, QueueWriter):
+        return None if end._local is None else end._local.arena
+    return _local_reader(end)._arena
