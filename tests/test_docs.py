@@ -330,14 +330,6 @@ SETTINGS = [
 PENDING = [
     Setting("spec/README.md", "about 6 minutes",
             "the model runner's time budget; its paragraph is rewritten with the runner"),
-    Setting("src/verifiedring/queue/serialization.py", "~1.6x",
-            "the Serializer's design notes quote bench figures (module docstring)"),
-    Setting("src/verifiedring/queue/serialization.py", "2.5 us", "as above"),
-    Setting("src/verifiedring/queue/serialization.py", "2.4 us", "as above"),
-    Setting("src/verifiedring/queue/serialization.py", "~1.5x", "as above"),
-    Setting("src/verifiedring/queue/serialization.py", "~2x", "as above"),
-    Setting("src/verifiedring/queue/serialization.py", "~1.9 us", "as above"),
-    Setting("src/verifiedring/ordering.py", "about 40 ns", "the fence's cost (module docstring)"),
 ]
 
 

@@ -26,7 +26,7 @@ enforced by :func:`fence`:
 * preferred: ``verifiedring._fence.fence``, a C function that executes
   ``atomic_thread_fence(memory_order_seq_cst)``: a hardware barrier in an
   opaque call (``mfence`` or a locked instruction on x86, ``dmb ish`` on
-  ARMv8), about 40 ns with the call. The interpreter's loads and stores
+  ARMv8), one C call. The interpreter's loads and stores
   through a memoryview are plain accesses, not C11 atomics, so what this
   gives is the hardware barrier, not a guarantee of the C11 memory model;
 * fallback, only on x86, when the extension could not be built: an
