@@ -7,6 +7,9 @@ one) get ``failure_grace`` seconds, then are killed; at the deadline every
 process still running is killed. Each ends with one :class:`Outcome`. Only the
 processes a supervisor started are ever killed, and leaving its ``with`` block
 kills and reaps any still running, whatever happened in the parent meanwhile.
+While they run, :meth:`Supervisor.pid` and :meth:`Supervisor.signal` reach one task
+by name, and each task has a :class:`Channel` of its own to the parent
+(:meth:`Supervisor.channel` there, :func:`channel` inside the task).
 
 :func:`run_tasks` is the one-call form that raises on any failure, and
 :func:`run_group` builds a torch.distributed world on it: a FileStore
@@ -78,8 +81,47 @@ class Outcome:
         return f"{self.name} {self.status}" + (f": {self.error}" if self.error else "")
 
 
-def _child(index: int, task: Task, results: Any) -> None:
+class Channel:
+    """A task's two-way line to its supervisor: a pipe of its own, so a task killed
+    mid-message breaks no other task's line. Messages must be picklable."""
+
+    def __init__(self, conn: Any, peer: str) -> None:
+        self._conn = conn
+        self.peer = peer  # who is at the other end, for errors
+
+    def send(self, obj: Any) -> None:
+        self._conn.send(obj)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Whether a message is there (waiting at most ``timeout`` seconds)."""
+        return bool(self._conn.poll(timeout))
+
+    def recv(self, timeout: float) -> Any:
+        """The next message; :class:`TimeoutError` if none comes within ``timeout``
+        seconds, :class:`BrokenPeerError` if the other end has gone."""
+        try:
+            ready = self._conn.poll(timeout)
+            message = self._conn.recv() if ready else None
+        except (EOFError, OSError) as exc:
+            raise BrokenPeerError(f"{self.peer} has gone (its channel is closed)") from exc
+        if not ready:
+            raise TimeoutError(f"no message from {self.peer} within {timeout:g} s")
+        return message
+
+
+_own: list[Channel] = []  # inside a task: its channel to the supervisor
+
+
+def channel() -> Channel:
+    """Inside a task a :class:`Supervisor` started: the task's channel to the parent."""
+    if not _own:
+        raise MisuseError("channel(): not inside a task started by a Supervisor")
+    return _own[0]
+
+
+def _child(index: int, task: Task, results: Any, conn: Any) -> None:
     os.environ.update(task.env)
+    _own.append(Channel(conn, "the supervisor"))
     try:
         value = task.target(*task.args)
     except BaseException as e:
@@ -101,8 +143,15 @@ class Supervisor:
         ctx = mp.get_context("spawn")
         self._results: Any = ctx.Queue()
         self.names = [t.name or f"task{i}" for i, t in enumerate(tasks)]
+        if len(set(self.names)) != len(self.names):
+            raise MisuseError(f"Supervisor: task names must differ, got {self.names}")
+        pipes = [ctx.Pipe() for _ in tasks]
+        self._channels = [
+            Channel(mine, name) for (mine, _), name in zip(pipes, self.names, strict=True)
+        ]
+        self._child_ends = [theirs for _, theirs in pipes]
         self._procs = [
-            ctx.Process(target=_child, args=(i, t, self._results), name=self.names[i])
+            ctx.Process(target=_child, args=(i, t, self._results, pipes[i][1]), name=self.names[i])
             for i, t in enumerate(tasks)
         ]
         self._started = False
@@ -125,6 +174,32 @@ class Supervisor:
         self._started = True
         for p in self._procs:
             p.start()
+        for end in self._child_ends:  # the children hold them now: EOF once one ends
+            end.close()
+
+    def _index(self, name: str) -> int:
+        if name not in self.names:
+            raise MisuseError(f"Supervisor: no task named {name!r} (tasks: {self.names})")
+        return self.names.index(name)
+
+    def pid(self, name: str) -> int:
+        """The process id of task ``name`` (started)."""
+        pid = self._procs[self._index(name)].pid
+        if pid is None:
+            raise MisuseError(f"Supervisor.pid: {name!r} is not started")
+        return pid
+
+    def signal(self, name: str, sig: int, *, group: bool = False) -> None:
+        """Send ``sig`` to task ``name`` (to its process group, if ``group``: the task
+        made one of its own), if it still runs; never to a process it did not start."""
+        proc = self._procs[self._index(name)]
+        pid = self.pid(name)
+        if proc.exitcode is None:
+            (os.killpg if group else os.kill)(pid, sig)
+
+    def channel(self, name: str) -> Channel:
+        """The parent's end of task ``name``'s :class:`Channel`."""
+        return self._channels[self._index(name)]
 
     def wait(self, timeout: float, *, failure_grace: float = FAILURE_GRACE) -> list[Outcome]:
         """Each task's outcome, in task order, within ``timeout`` seconds from now."""
