@@ -13,8 +13,8 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -179,22 +179,23 @@ def _local_reader_report(w: MessageQueue, sent: list[Any], local: Any, out: Any,
             "local_errors": [r[2] for r in reports if r[1] == "error"]}
 
 
-def writer_cut_off(site: Site) -> Obs:
-    """Host A: writer + local reader 0; remote reader 1 on host B. After a warm-up this
-    host takes itself off the network; the writer, filling with timeout=None, is told."""
-    w, local, out, stop = _writer_with_local_reader(site, 1)
-    obs: Obs = {"writer_pid": os.getpid()}
+def _writer_side_fault(
+    site: Site, n_remote: int, fault: Callable[[int], tuple[float, Obs]]
+) -> Obs:
+    """Host A's part of a fault: writer + local reader 0 warm up with 3 messages; then
+    ``fault(3)`` makes the fault happen (returning when it did, and what it observed),
+    and the writer, filling with timeout=None, must be told; then what the local reader got."""
+    w, local, out, stop = _writer_with_local_reader(site, n_remote)
+    obs: Obs = {}
     try:
         w.wait_until_ready(T)
         sent = [f"warm {i}" for i in range(3)]
         for m in sent:
             w.enqueue(m, timeout=T)
-        site.get("remote warm", T)
-        site.cut_off()
-        t_cut = time.monotonic()
-        site.put("cut", t_cut)
+        at, seen = fault(len(sent))
+        obs.update(seen)
         obs["fill"] = _fill_until_broken(w, sent)
-        obs["detect_seconds"] = time.monotonic() - t_cut
+        obs["detect_seconds"] = time.monotonic() - at
         obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
         obs["sent"] = list(sent)
         obs.update(_local_reader_report(w, sent, local, out, stop))
@@ -203,6 +204,20 @@ def writer_cut_off(site: Site) -> Obs:
         reap([local])
         w.close()
     return obs
+
+
+def writer_cut_off(site: Site) -> Obs:
+    """Host A: writer + local reader 0; remote reader 1 on host B. After a warm-up this
+    host takes itself off the network; the writer, filling with timeout=None, is told."""
+
+    def cut(warm: int) -> tuple[float, Obs]:
+        site.get("remote warm", T)
+        site.cut_off()
+        t_cut = time.monotonic()
+        site.put("cut", t_cut)
+        return t_cut, {"writer_pid": os.getpid()}
+
+    return _writer_side_fault(site, 1, cut)
 
 
 def remote_reader_cut_off(site: Site) -> Obs:
@@ -222,26 +237,13 @@ def remote_reader_cut_off(site: Site) -> Obs:
 def writer_remote_killed(site: Site) -> Obs:
     """Host A: writer + local reader 0; remote readers 1 and 2 on host B, which kills 2.
     The writer, filling with timeout=None, is told which reader on which host is gone."""
-    w, local, out, stop = _writer_with_local_reader(site, 2)
-    obs: Obs = {}
-    try:
-        w.wait_until_ready(T)
-        sent = [f"warm {i}" for i in range(3)]
-        for m in sent:
-            w.enqueue(m, timeout=T)
-        site.put("warm sent", len(sent))
-        killed = site.get("killed", T)
-        obs["killed_pid"] = killed["pid"]
-        obs["fill"] = _fill_until_broken(w, sent)
-        obs["detect_seconds"] = time.monotonic() - killed["at"]
-        obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
-        obs["sent"] = list(sent)
-        obs.update(_local_reader_report(w, sent, local, out, stop))
-    finally:
-        stop.set()
-        reap([local])
-        w.close()
-    return obs
+
+    def killed(warm: int) -> tuple[float, Obs]:
+        site.put("warm sent", warm)
+        news = site.get("killed", T)
+        return news["at"], {"killed_pid": news["pid"]}
+
+    return _writer_side_fault(site, 2, killed)
 
 
 def remote_readers_one_killed(site: Site) -> Obs:
@@ -302,6 +304,7 @@ def outsider_host(site: Site) -> Obs:
     """Host B: the real remote reader (spawned) and, in this process, the outsider: two
     subscribers (plaintext, made-up CURVE keys), ack forgers and raw TCP floods."""
     import zmq
+    from support.outsiders import Outsiders
 
     sub_addr, ack_addr = site.get("addresses", T)
     handle = site.get("handle", T)
@@ -310,42 +313,13 @@ def outsider_host(site: Site) -> Obs:
     reader = ctx_mp.Process(target=remote_reader_proc,
                             args=(handle, out, OUTSIDER_MESSAGES, resume, OUTSIDER_MESSAGES))
     reader.start()
-    zctx: zmq.Context[Any] = zmq.Context()
-    socks: list[Any] = []
-    stop = threading.Event()
-    made_up_server, _ = zmq.curve_keypair()
-
-    def outsider(kind: int, addr: str, keys: bool) -> Any:
-        s = zctx.socket(kind)
-        s.setsockopt(zmq.LINGER, 0)
-        if keys:
-            s.curve_serverkey = made_up_server
-            s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
-        if kind == zmq.SUB:
-            s.setsockopt(zmq.SUBSCRIBE, b"")
-        s.connect(addr)
-        socks.append(s)
-        return s
-
-    def flood() -> None:
-        junk = os.urandom(65536)
-        while not stop.is_set():
-            for addr in (sub_addr, ack_addr):
-                host, port = addr.removeprefix("tcp://").rsplit(":", 1)
-                with contextlib.suppress(OSError), socket.create_connection(
-                    (host, int(port)), timeout=0.5
-                ) as s:
-                    s.sendall(junk)
-            time.sleep(0.01)
-
+    outsider = Outsiders()  # made-up CURVE keys name a made-up server key too
     forged = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
     obs: Obs = {}
     try:
-        subs = [outsider(zmq.SUB, sub_addr, k) for k in (False, True)]
-        ackers = [outsider(zmq.PUSH, ack_addr, k) for k in (False, True)]
-        flooders = [threading.Thread(target=flood, daemon=True) for _ in range(2)]
-        for f in flooders:
-            f.start()
+        subs = [outsider.socket(zmq.SUB, sub_addr, keys=k) for k in (False, True)]
+        ackers = [outsider.socket(zmq.PUSH, ack_addr, keys=k) for k in (False, True)]
+        outsider.flood(sub_addr, ack_addr)
         site.put("outsider up", True)
         got = []
         deadline = time.monotonic() + T
@@ -360,10 +334,7 @@ def outsider_host(site: Site) -> Obs:
         obs["outsider_frames"] = sum(1 for s in subs if s.poll(300))
         site.get("writer done", T)
     finally:
-        stop.set()
-        for s in socks:
-            s.close(linger=0)
-        zctx.term()
+        outsider.close()
         reap([reader])
     return obs
 
