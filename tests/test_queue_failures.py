@@ -215,7 +215,8 @@ def test_a_waiting_dequeue_looks_at_its_socket_once_per_slice_not_per_call(
         return real(sock)
 
     monkeypatch.setattr(local_reader, "pending_frames", counted)
-    for _ in range(40):  # 40 waits of 1 ms each, well within one SLICE
+    monkeypatch.setattr(local_reader, "SLICE", 3600.0)  # all 40 waits within one SLICE
+    for _ in range(40):
         with pytest.raises(RingTimeoutError):
             r.dequeue(timeout=0.001)
     assert len(looks) <= 2, f"{len(looks)} socket looks in 40 short waits"
