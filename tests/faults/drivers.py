@@ -18,6 +18,7 @@ import math
 import multiprocessing as mp
 import os
 import pickle
+import queue
 import select
 import signal
 import socket
@@ -29,8 +30,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from verifiedring import MessageQueue, MisuseError, RingTimeoutError
+from verifiedring import BrokenPeerError, MessageQueue, MisuseError, RingTimeoutError
 from verifiedring.queue.handle import Handle
+from verifiedring.testing import wait_blocked
+from verifiedring.testing.launcher import Supervisor, Task, channel
 
 HOST = "vr-fault"
 LOOPBACK = "127.0.0.1"
@@ -80,8 +83,13 @@ def wait_alone(bound: float = 10.0) -> float:
     return time.monotonic() - t0
 
 
-def outcome(call: Callable[[], Any], bound: float = BOUND) -> Obs:
-    """Run ``call`` in a thread for at most ``bound`` s: what it raised or returned, when."""
+def outcome(
+    call: Callable[[], Any],
+    bound: float = BOUND,
+    started: Callable[[threading.Thread], None] | None = None,
+) -> Obs:
+    """Run ``call`` in a thread for at most ``bound`` s: what it raised or returned, when.
+    ``started`` is given that thread once it runs (e.g. to wait until it blocks)."""
     box: list[Any] = []
     t0 = time.monotonic()
 
@@ -94,6 +102,8 @@ def outcome(call: Callable[[], Any], bound: float = BOUND) -> Obs:
 
     th = threading.Thread(target=run, daemon=True)
     th.start()
+    if started is not None:
+        started(th)
     th.join(bound)
     if not box:
         return {"error": None, "hung": True, "seconds": bound, "message": "", "value": None}
@@ -185,14 +195,14 @@ def reader_proc(handle: Handle, rank: int, out: Any, stop: Any) -> None:
                 return
 
 
-def writer_proc(
-    n_reader: int, n_local: int, out: Any, go: Any, group: bool, overflow_death: Any
-) -> None:
-    """A writer: handshake, send "first", wait for ``go``; then (overflow_death) send a
-    large object and die right after publishing its overflow marker."""
+def writer_proc(n_reader: int, n_local: int, group: bool, overflow_death: bool) -> None:
+    """A writer (a Supervisor task): handshake, send "first", wait for "go" on its channel;
+    then (overflow_death) send a large object and die right after publishing its overflow
+    marker, else say "parked" and wait to be killed."""
+    ch = channel()
     if group:
         os.setpgid(0, 0)  # before the resource tracker starts: it joins this group
-    if overflow_death is not None:
+    if overflow_death:
         from verifiedring.queue.writer import QueueWriter
 
         send_all = QueueWriter._send_all
@@ -201,7 +211,7 @@ def writer_proc(
             self: Any, local: Any, remote: Any, what: str, rwhat: str, *rest: Any
         ) -> None:
             if local is not None and what.startswith("overflow frame"):
-                overflow_death.set()  # the marker is in the ring: its frame never follows
+                ch.send("marker published")  # the marker is in the ring: no frame follows
                 os.kill(os.getpid(), signal.SIGKILL)
             send_all(self, local, remote, what, rwhat, *rest)
 
@@ -210,13 +220,21 @@ def writer_proc(
     if n_local < n_reader:
         kw["connect_ip"] = LOOPBACK
     with MessageQueue(n_reader, n_local, **kw) as w:
-        out.put((w.export_handle(), os.getpid()))
+        ch.send(w.export_handle())
         w.wait_until_ready(T)
         w.enqueue("first", timeout=T)
-        go.wait(T)
-        if overflow_death is not None:
+        if ch.recv(T) != "go":
+            raise AssertionError("the writer's driver did not say go")
+        if overflow_death:
             w.enqueue(b"x" * 10_000, timeout=T)  # too large for a chunk: marker, then frame
+        ch.send("parked")
         time.sleep(T)  # killed here
+
+
+def _writer(local: bool, group: bool = False, overflow_death: bool = False) -> Supervisor:
+    """The spawned writer of one local (or remote) reader, as a Supervisor task "writer"."""
+    return Supervisor([Task(writer_proc, (1, 1 if local else 0, group, overflow_death),
+                            name="writer")])
 
 
 def collect(out: Any, want: Callable[[list[tuple[Any, ...]]], bool], bound: float = T) -> list[
@@ -348,35 +366,27 @@ def reader_stopped() -> Obs:
 def writer_killed(channel: str, group: bool) -> Obs:
     """This process is reader 0 of a spawned writer; SIGKILL the writer (or its whole
     process group): dequeue(timeout=None) raises BrokenPeerError naming it."""
-    ctx = spawn()
-    out, go = ctx.Queue(), ctx.Event()
     local = channel == "local"
-    proc = ctx.Process(target=writer_proc, args=(1, 1 if local else 0, out, go, group, None))
-    proc.start()
     obs: Obs = {}
-    try:
-        handle, pid = out.get(timeout=T)
+    with _writer(local, group) as run:
+        line, pid = run.channel("writer"), run.pid("writer")
         obs["writer_pid"] = pid
-        with MessageQueue.create_from_handle(handle, 0 if local else 1) as r:
+        with MessageQueue.create_from_handle(line.recv(T), 0 if local else 1) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
-            go.set()
-            time.sleep(0.2)
+            line.send("go")
+            if line.recv(T) != "parked":  # done with the queue: now it waits to be killed
+                raise AssertionError("the writer did not park")
             obs["group_members"] = sorted(
                 p for p in (int(x) for x in os.listdir("/proc") if x.isdigit())
                 if p not in (1, os.getpid()) and _pgid(p) == pid
             )
-            if group:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
+            run.signal("writer", signal.SIGKILL, group=group)
             obs["dequeue"] = outcome(lambda: r.dequeue(None))
             obs["again"] = error_of(lambda: r.dequeue(0))
-        proc.join(T)
-        obs["exitcode"] = proc.exitcode
+        (ended,) = run.wait(T)
+        obs["exitcode"] = ended.exitcode
         obs["settle_seconds"] = wait_alone()
-    finally:
-        reap([proc])
     return obs
 
 
@@ -390,53 +400,46 @@ def _pgid(pid: int) -> int:
 def overflow_death() -> Obs:
     """The writer dies right after publishing an overflow marker, before its frame: the
     local reader, waiting with timeout=None, raises BrokenPeerError naming it."""
-    ctx = spawn()
-    out, go, marked = ctx.Queue(), ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=writer_proc, args=(1, 1, out, go, False, marked))
-    proc.start()
     obs: Obs = {}
-    try:
-        handle, pid = out.get(timeout=T)
-        obs["writer_pid"] = pid
-        with MessageQueue.create_from_handle(handle, 0) as r:
+    with _writer(local=True, overflow_death=True) as run:
+        line = run.channel("writer")
+        obs["writer_pid"] = run.pid("writer")
+        with MessageQueue.create_from_handle(line.recv(T), 0) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
             result: list[Obs] = []
-            th = threading.Thread(target=lambda: result.append(outcome(lambda: r.dequeue(None))))
-            th.start()  # the reader waits on the ring first
-            time.sleep(0.2)
-            go.set()
-            obs["marker_published"] = marked.wait(T)
+            dequeuing: queue.Queue[threading.Thread] = queue.Queue()
+            th = threading.Thread(target=lambda: result.append(
+                outcome(lambda: r.dequeue(None), started=dequeuing.put)))
+            th.start()
+            wait_blocked(dequeuing.get(timeout=T), T)  # the reader waits on the ring first
+            line.send("go")
+            try:
+                obs["marker_published"] = line.recv(T) == "marker published"
+            except (TimeoutError, BrokenPeerError):
+                obs["marker_published"] = False
             th.join(BOUND + 1)
             obs["dequeue"] = result[0] if result else {"hung": True}
             obs["pending"] = getattr(r, "_pending", "n/a")
             obs["again"] = error_of(lambda: r.dequeue(0))
-        proc.join(T)
-        obs["exitcode"] = proc.exitcode
+        (ended,) = run.wait(T)
+        obs["exitcode"] = ended.exitcode
         wait_alone()
-    finally:
-        reap([proc])
     return obs
 
 
 def writer_stopped_remote() -> Obs:
     """SIGSTOP the writer of a remote reader: its heartbeats stop, so the reader waiting
     with timeout=None is told within about the heartbeat timeout."""
-    ctx = spawn()
-    out, go = ctx.Queue(), ctx.Event()
-    proc = ctx.Process(target=writer_proc, args=(1, 0, out, go, False, None))
-    proc.start()
     obs: Obs = {}
-    try:
-        handle, pid = out.get(timeout=T)
-        obs["writer_pid"] = pid
-        with MessageQueue.create_from_handle(handle, 1) as r:
+    with _writer(local=False) as run:
+        line = run.channel("writer")
+        obs["writer_pid"] = run.pid("writer")
+        with MessageQueue.create_from_handle(line.recv(T), 1) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
-            os.kill(pid, signal.SIGSTOP)
+            run.signal("writer", signal.SIGSTOP)
             obs["dequeue"] = outcome(lambda: r.dequeue(None))
-    finally:
-        reap([proc])
     return obs
 
 

@@ -61,12 +61,14 @@ class Task:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one task ended: ``status`` is one of OK, RAISED, DIED, TIMED_OUT, STOPPED."""
+    """How one task ended: ``status`` is one of OK, RAISED, DIED, TIMED_OUT, STOPPED;
+    ``exitcode`` its process's (negative: the signal that ended it)."""
 
     name: str
     status: str
     value: Any = None
     error: str = ""
+    exitcode: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -227,7 +229,10 @@ class Supervisor:
         else:
             late = Outcome("", TIMED_OUT, error=f"killed at the {timeout:g} s deadline")
         self.stop()
-        return [done.get(i) or replace(late, name=self.names[i]) for i in range(n)]
+        return [
+            replace(done.get(i) or late, name=self.names[i], exitcode=p.exitcode)
+            for i, p in enumerate(self._procs)
+        ]
 
     def stop(self) -> None:
         """Kill the processes still running and reap them all."""
