@@ -140,8 +140,28 @@ def test_supervisor_reaches_each_task_by_name() -> None:
         echo.send("stop")
         outcomes = run.wait(T)
     assert [o.status for o in outcomes] == [OK, DIED], [o.describe() for o in outcomes]
+    assert outcomes[1].exitcode == -signal.SIGKILL
     with pytest.raises(MisuseError, match="no task named 'nobody'"):
         run.pid("nobody")
+
+
+def _last_words() -> None:
+    line = channel()
+    line.send(b"x" * 100_000)  # more than a pipe holds: a send never waits for the reader
+    line.send("bye")
+    line.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_what_a_task_flushed_before_dying_arrives() -> None:
+    with Supervisor([Task(_last_words, name="dying")]) as run:
+        line = run.channel("dying")
+        assert line.recv(T) == b"x" * 100_000
+        assert line.recv(T) == "bye"
+        with pytest.raises(BrokenPeerError, match="dying has gone"):
+            line.recv(T)
+        (outcome,) = run.wait(T)
+    assert outcome.status == DIED and outcome.exitcode == -signal.SIGKILL
 
 
 def test_channel_outside_a_task_and_duplicate_names_are_misuse() -> None:

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import multiprocessing as mp
 import os
 import pickle
 import queue
@@ -33,7 +32,7 @@ from typing import Any
 from verifiedring import BrokenPeerError, MessageQueue, MisuseError, RingTimeoutError
 from verifiedring.queue.handle import Handle
 from verifiedring.testing import wait_blocked
-from verifiedring.testing.launcher import Supervisor, Task, channel
+from verifiedring.testing.launcher import Channel, Supervisor, Task, channel
 
 HOST = "vr-fault"
 LOOPBACK = "127.0.0.1"
@@ -46,10 +45,6 @@ Obs = dict[str, Any]
 
 
 # --- small tools -------------------------------------------------------------------
-
-
-def spawn() -> Any:
-    return mp.get_context("spawn")
 
 
 def listing() -> list[str]:
@@ -145,14 +140,6 @@ def round_trip(w: MessageQueue, readers: list[MessageQueue], obj: Any) -> bool:
     return all(r.dequeue(T) == obj for r in readers)
 
 
-def reap(procs: list[Any]) -> None:
-    for p in procs:
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-        p.join(T)
-
-
 class Logs(logging.Handler):
     """The verifiedring logger's records while it is installed."""
 
@@ -179,20 +166,37 @@ class Logs(logging.Handler):
 # --- processes of the cases ----------------------------------------------------
 
 
-def reader_proc(handle: Handle, rank: int, out: Any, stop: Any) -> None:
-    """Attach ``rank``, then report every message (rank, value) until ``stop`` is set or
-    an error other than a timeout ends it: then (rank, "error", type, message)."""
+def reader_proc(handle: Handle, rank: int) -> None:
+    """A reader (a Supervisor task): attach ``rank``, then report on its channel every
+    message (rank, "got", value) until told "stop" or an error other than a timeout
+    ends it: then (rank, "error", type, message)."""
+    line = channel()
     with MessageQueue.create_from_handle(handle, rank) as r:
         r.wait_until_ready(T)
-        out.put((rank, "ready", os.getpid()))
-        while not stop.is_set():
+        line.send((rank, "ready", os.getpid()))
+        while not line.poll():
             try:
-                out.put((rank, "got", r.dequeue(0.2)))
+                line.send((rank, "got", r.dequeue(0.2)))
             except RingTimeoutError:
                 continue
             except Exception as exc:
-                out.put((rank, "error", type(exc).__name__, str(exc)))
+                line.send((rank, "error", type(exc).__name__, str(exc)))
                 return
+
+
+def readers(handle: Handle, ranks: list[int], names: list[str] | None = None) -> Supervisor:
+    """Spawned :func:`reader_proc` tasks, one per rank, named ``rank <r>`` (or ``names``)."""
+    names = names or [f"rank {r}" for r in ranks]
+    return Supervisor([Task(reader_proc, (handle, r), name=n) for r, n in zip(ranks, names,
+                                                                             strict=True)])
+
+
+def stop_readers(run: Supervisor) -> None:
+    """Tell every reader to stop (each still running closes its queue end), then reap."""
+    for name in run.names:
+        with contextlib.suppress(OSError):
+            run.channel(name).send("stop")
+    run.wait(T)
 
 
 def writer_proc(n_reader: int, n_local: int, group: bool, overflow_death: bool) -> None:
@@ -212,6 +216,7 @@ def writer_proc(n_reader: int, n_local: int, group: bool, overflow_death: bool) 
         ) -> None:
             if local is not None and what.startswith("overflow frame"):
                 ch.send("marker published")  # the marker is in the ring: no frame follows
+                ch.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
             send_all(self, local, remote, what, rwhat, *rest)
 
@@ -237,20 +242,22 @@ def _writer(local: bool, group: bool = False, overflow_death: bool = False) -> S
                             name="writer")])
 
 
-def collect(out: Any, want: Callable[[list[tuple[Any, ...]]], bool], bound: float = T) -> list[
-    tuple[Any, ...]
-]:
-    """Reports from ``out`` (a queue, or a list of them) until ``want(reports)`` or
-    ``bound`` seconds. A process that may be killed or stopped gets a queue of its own:
-    killed or stopped while it holds a shared queue's write lock, it would block every
-    other writer of that queue (a multiprocessing hazard, not the library's)."""
-    queues = out if isinstance(out, list) else [out]
+def collect(
+    lines: Channel | list[Channel], want: Callable[[list[tuple[Any, ...]]], bool], bound: float = T
+) -> list[tuple[Any, ...]]:
+    """Reports from ``lines`` (task channels) until ``want(reports)`` or ``bound`` seconds.
+    Each task has a line of its own, so one killed or stopped blocks no other's reports."""
+    open_lines = list(lines) if isinstance(lines, list) else [lines]
     got: list[tuple[Any, ...]] = []
     deadline = time.monotonic() + bound
-    while not want(got) and time.monotonic() < deadline:
-        for q in queues:
-            with contextlib.suppress(Exception):
-                got.append(q.get(timeout=0.1 / len(queues)))
+    while open_lines and not want(got) and time.monotonic() < deadline:
+        for line in list(open_lines):
+            try:
+                got.append(line.recv(0.1 / len(open_lines)))
+            except TimeoutError:
+                continue
+            except BrokenPeerError:  # that task has gone: nothing more from it
+                open_lines.remove(line)
     return got
 
 
@@ -263,25 +270,21 @@ def received(reports: list[tuple[Any, ...]], rank: int) -> list[Any]:
 
 def reader_killed(channel: str) -> Obs:
     """Two readers; SIGKILL rank 1; the writer, filling with timeout=None, is told."""
-    ctx = spawn()
-    outs, stop = [ctx.Queue(), ctx.Queue()], ctx.Event()  # one each: rank 1 is killed
     local = channel == "local"
     w = MessageQueue(
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
         max_chunk_bytes=SMALL, remote_window=4,
     )
-    h = w.export_handle()
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, outs[rank], stop))
-             for rank in (0, 1)]
-    for p in procs:
-        p.start()
-    obs: Obs = {"pids": [p.pid for p in procs]}
+    run = readers(w.export_handle(), [0, 1])
+    run.start()
+    lines = [run.channel(n) for n in run.names]
+    obs: Obs = {"pids": [run.pid(n) for n in run.names]}
     try:
         w.wait_until_ready(T)
         w.enqueue("one", timeout=T)
-        collect(outs, lambda g: len([x for x in g if x[1] == "got"]) == 2)
+        collect(lines, lambda g: len([x for x in g if x[1] == "got"]) == 2)
         sent = ["one"]
-        os.kill(procs[1].pid, signal.SIGKILL)
+        run.signal("rank 1", signal.SIGKILL)
         t_kill = time.monotonic()
 
         def fill() -> None:
@@ -292,13 +295,12 @@ def reader_killed(channel: str) -> Obs:
         obs["fill"] = outcome(fill)
         obs["detect_seconds"] = time.monotonic() - t_kill
         obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
-        reports = collect(outs[0], lambda g: len(received(g, 0)) >= len(sent) - 1, bound=5.0)
+        reports = collect(lines[0], lambda g: len(received(g, 0)) >= len(sent) - 1, bound=5.0)
         obs["rank0_got"] = ["one", *received(reports, 0)]
         obs["sent"] = sent
         obs["rank0_errors"] = [r for r in reports if r[0] == 0 and r[1] == "error"]
     finally:
-        stop.set()
-        reap(procs)
+        stop_readers(run)
         w.close()
     return obs
 
@@ -306,17 +308,13 @@ def reader_killed(channel: str) -> Obs:
 def reader_stopped() -> Obs:
     """Local ranks 0, 1 and remote rank 2; SIGSTOP rank 1: the writer's timeouts and
     stall log name rank 1, ranks 0 and 2 get every message; after SIGCONT all is well."""
-    ctx = spawn()
-    outs, stop = [ctx.Queue() for _ in range(3)], ctx.Event()  # one each: rank 1 is stopped
     w = MessageQueue(
         3, 2, [0, 1], connect_ip=LOOPBACK, max_chunks=4, max_chunk_bytes=SMALL, remote_window=64
     )
-    h = w.export_handle()
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, outs[rank], stop))
-             for rank in (0, 1, 2)]
-    for p in procs:
-        p.start()
-    obs: Obs = {"pids": [p.pid for p in procs]}
+    run = readers(w.export_handle(), [0, 1, 2])
+    run.start()
+    outs = [run.channel(n) for n in run.names]
+    obs: Obs = {"pids": [run.pid(n) for n in run.names]}
     sent: list[Any] = []
     try:
         w.wait_until_ready(T)
@@ -324,7 +322,7 @@ def reader_stopped() -> Obs:
             w.enqueue(i, timeout=T)
             sent.append(i)
         reports = collect(outs, lambda g: all(len(received(g, r)) == 2 for r in (0, 1, 2)))
-        os.kill(procs[1].pid, signal.SIGSTOP)
+        run.signal("rank 1", signal.SIGSTOP)
         errors = []
         for i in range(2, 12):
             try:
@@ -345,7 +343,7 @@ def reader_stopped() -> Obs:
         obs["others_got"] = {r: received(reports, r) for r in (0, 2)}
         obs["others_errors"] = [r for r in reports if r[1] == "error"]
         obs["sent"] = list(sent)
-        os.kill(procs[1].pid, signal.SIGCONT)
+        run.signal("rank 1", signal.SIGCONT)
         w.enqueue("after", timeout=T)
         sent.append("after")
         more = collect(outs, lambda g: all(len(received(reports + g, r)) == len(sent)
@@ -354,8 +352,8 @@ def reader_stopped() -> Obs:
         obs["all_got"] = {r: received(reports, r) for r in (0, 1, 2)}
         obs["all_sent"] = sent
     finally:
-        stop.set()
-        reap(procs)
+        run.signal("rank 1", signal.SIGCONT)  # a stopped reader cannot stop
+        stop_readers(run)
         w.close()
     return obs
 
@@ -656,13 +654,16 @@ def raw_exchange(addr: str, payload: bytes, bound: float = 2.0) -> Obs:
     return {"received": len(got), "closed": closed, "raw": bytes(got[:4096])}
 
 
-def remote_reader_proc(handle: Handle, out: Any, pause_after: int, resume: Any, n: int) -> None:
+def remote_reader_proc(handle: Handle, pause_after: int, n: int) -> None:
+    """Remote reader 1 (a Supervisor task): send each of ``n`` messages on its channel,
+    pausing after ``pause_after`` until told "resume"."""
+    line = channel()
     with MessageQueue.create_from_handle(handle, 1) as r:
         r.wait_until_ready(T)
         for i in range(n):
-            if i == pause_after:
-                resume.wait(T)
-            out.put(r.dequeue(T))
+            if i == pause_after and line.recv(T) != "resume":
+                raise AssertionError("the driver did not say resume")
+            line.send(r.dequeue(T))
 
 
 def outsiders() -> Obs:
@@ -680,13 +681,10 @@ def outsiders() -> Obs:
     proxied = dataclasses.replace(
         h, remote_subscribe_addr=sub_rec.address, remote_ack_addr=ack_rec.address
     )
-    ctx_mp = spawn()
-    out, resume = ctx_mp.Queue(), ctx_mp.Event()
     pause_after = 16
-    reader = ctx_mp.Process(
-        target=remote_reader_proc, args=(proxied, out, pause_after, resume, n_msgs)
-    )
+    reader = Supervisor([Task(remote_reader_proc, (proxied, pause_after, n_msgs), name="reader")])
     reader.start()
+    out = reader.channel("reader")
     outsider = Outsiders(h.curve.server_public)
     obs: Obs = {}
     try:
@@ -704,18 +702,18 @@ def outsiders() -> Obs:
             w.enqueue((i, secret * 2000), timeout=1.0)  # never delayed by an outsider
             durations.append(time.monotonic() - t0)
         # the real reader has taken what it takes before its pause (and acked it)
-        got = [out.get(timeout=T) for _ in range(pause_after)]
+        got = [out.recv(T) for _ in range(pause_after)]
         obs["window_full"] = error_of(lambda: w.enqueue("over", timeout=0.5))
         obs["replay_sub"] = raw_exchange(h.remote_subscribe_addr, bytes(sub_rec.sent))
         obs["replay_ack"] = raw_exchange(h.remote_ack_addr, bytes(ack_rec.sent))
         obs["replayed_bytes"] = (len(sub_rec.sent), len(ack_rec.sent))
         obs["window_still_full"] = error_of(lambda: w.enqueue("over", timeout=0.5))
-        resume.set()
+        out.send("resume")
         for i in range(pause_after + window, n_msgs):
             t0 = time.monotonic()
             w.enqueue((i, secret * 2000), timeout=T)
             durations.append(time.monotonic() - t0)
-        got += [out.get(timeout=T) for _ in range(n_msgs - pause_after)]
+        got += [out.recv(T) for _ in range(n_msgs - pause_after)]
         obs["reader_got_all"] = got == [(i, secret * 2000) for i in range(n_msgs)]
         obs["max_enqueue_seconds"] = max(durations[: pause_after + window])
         obs["outsider_frames"] = sum(1 for s in subs if s.poll(300))
@@ -726,7 +724,7 @@ def outsiders() -> Obs:
         outsider.close()
         sub_rec.close()
         ack_rec.close()
-        reap([reader])
+        reader.stop()
         w.close()
     return obs
 
@@ -853,23 +851,18 @@ def mapped_unspecified() -> Obs:
 
 def claimed_twice(channel: str) -> Obs:
     """Two processes claim the same reader rank: the handshake fails naming both."""
-    ctx = spawn()
-    out, stop = ctx.Queue(), ctx.Event()
     local = channel == "local"
     w = MessageQueue(
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK,
         max_chunk_bytes=SMALL,
     )
-    h = w.export_handle()
     rank = 0 if local else 5
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, out, stop)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    obs: Obs = {"pids": [p.pid for p in procs], "rank": rank}
+    run = readers(w.export_handle(), [rank, rank], names=["claimant 0", "claimant 1"])
+    run.start()
+    obs: Obs = {"pids": [run.pid(n) for n in run.names], "rank": rank}
     try:
         obs["handshake"] = outcome(lambda: w.wait_until_ready(T), bound=T)
     finally:
-        stop.set()
-        reap(procs)
+        stop_readers(run)
         w.close()
     return obs

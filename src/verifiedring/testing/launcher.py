@@ -20,6 +20,8 @@ ranks of :func:`run_group`.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import multiprocessing as mp
 import os
 import queue as queue_mod
@@ -84,31 +86,51 @@ class Outcome:
 
 
 class Channel:
-    """A task's two-way line to its supervisor: a pipe of its own, so a task killed
-    mid-message breaks no other task's line. Messages must be picklable."""
+    """A task's two-way line to its supervisor: two queues of its own, so a task killed
+    or stopped mid-message blocks no other task's line, and a send never waits for the
+    other end to read. Messages must be picklable. On the supervisor's side, ``alive``
+    tells whether the task still runs: once it has ended, :meth:`recv` says so."""
 
-    def __init__(self, conn: Any, peer: str) -> None:
-        self._conn = conn
+    def __init__(
+        self, inbox: Any, outbox: Any, peer: str, alive: Callable[[], bool] | None = None
+    ) -> None:
+        self._inbox = inbox
+        self._outbox = outbox
         self.peer = peer  # who is at the other end, for errors
+        self._alive = alive
+        self._ahead: list[Any] = []  # a message poll() took out early
 
     def send(self, obj: Any) -> None:
-        self._conn.send(obj)
+        self._outbox.put(obj)
+
+    def flush(self) -> None:
+        """Return once everything sent is on its way (a task about to end abruptly
+        calls it, so nothing it sent is lost); nothing more can be sent."""
+        self._outbox.close()
+        self._outbox.join_thread()
 
     def poll(self, timeout: float = 0.0) -> bool:
         """Whether a message is there (waiting at most ``timeout`` seconds)."""
-        return bool(self._conn.poll(timeout))
+        if not self._ahead:
+            with contextlib.suppress(queue_mod.Empty):
+                self._ahead.append(self._inbox.get(timeout=timeout) if timeout else
+                                   self._inbox.get_nowait())
+        return bool(self._ahead)
 
     def recv(self, timeout: float) -> Any:
         """The next message; :class:`TimeoutError` if none comes within ``timeout``
-        seconds, :class:`BrokenPeerError` if the other end has gone."""
-        try:
-            ready = self._conn.poll(timeout)
-            message = self._conn.recv() if ready else None
-        except (EOFError, OSError) as exc:
-            raise BrokenPeerError(f"{self.peer} has gone (its channel is closed)") from exc
-        if not ready:
-            raise TimeoutError(f"no message from {self.peer} within {timeout:g} s")
-        return message
+        seconds, :class:`BrokenPeerError` once the task has ended and sent nothing more."""
+        deadline = time.monotonic() + timeout
+        while not self.poll(max(min(POLL, deadline - time.monotonic()), 0.0)):
+            if self._alive is not None and not self._alive() and not self.poll():
+                raise BrokenPeerError(f"{self.peer} has gone (it ended, nothing more came)")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no message from {self.peer} within {timeout:g} s")
+        return self._ahead.pop()
+
+
+def _running(proc: Any) -> bool:
+    return proc.exitcode is None
 
 
 _own: list[Channel] = []  # inside a task: its channel to the supervisor
@@ -121,9 +143,9 @@ def channel() -> Channel:
     return _own[0]
 
 
-def _child(index: int, task: Task, results: Any, conn: Any) -> None:
+def _child(index: int, task: Task, results: Any, inbox: Any, outbox: Any) -> None:
     os.environ.update(task.env)
-    _own.append(Channel(conn, "the supervisor"))
+    _own.append(Channel(inbox, outbox, "the supervisor"))
     try:
         value = task.target(*task.args)
     except BaseException as e:
@@ -147,14 +169,17 @@ class Supervisor:
         self.names = [t.name or f"task{i}" for i, t in enumerate(tasks)]
         if len(set(self.names)) != len(self.names):
             raise MisuseError(f"Supervisor: task names must differ, got {self.names}")
-        pipes = [ctx.Pipe() for _ in tasks]
-        self._channels = [
-            Channel(mine, name) for (mine, _), name in zip(pipes, self.names, strict=True)
-        ]
-        self._child_ends = [theirs for _, theirs in pipes]
+        to_task, from_task = [ctx.Queue() for _ in tasks], [ctx.Queue() for _ in tasks]
         self._procs = [
-            ctx.Process(target=_child, args=(i, t, self._results, pipes[i][1]), name=self.names[i])
+            ctx.Process(
+                target=_child, args=(i, t, self._results, to_task[i], from_task[i]),
+                name=self.names[i],
+            )
             for i, t in enumerate(tasks)
+        ]
+        self._channels = [
+            Channel(from_task[i], to_task[i], name, functools.partial(_running, p))
+            for i, (name, p) in enumerate(zip(self.names, self._procs, strict=True))
         ]
         self._started = False
 
@@ -176,8 +201,6 @@ class Supervisor:
         self._started = True
         for p in self._procs:
             p.start()
-        for end in self._child_ends:  # the children hold them now: EOF once one ends
-            end.close()
 
     def _index(self, name: str) -> int:
         if name not in self.names:
