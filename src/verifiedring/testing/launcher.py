@@ -251,6 +251,9 @@ class Supervisor:
             late = Outcome("", STOPPED, error=f"killed {failure_grace:g} s after a failure")
         else:
             late = Outcome("", TIMED_OUT, error=f"killed at the {timeout:g} s deadline")
+        exits_by = time.monotonic() + JOIN_TIMEOUT
+        for i in done:  # a task that reported exits by itself (its exit code counts)
+            self._procs[i].join(max(exits_by - time.monotonic(), 0.0))
         self.stop()
         return [
             replace(done.get(i) or late, name=self.names[i], exitcode=p.exitcode)
