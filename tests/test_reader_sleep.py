@@ -249,15 +249,18 @@ def test_wake_on_publish_false_sleeps_doubling() -> None:
         r = readers.reader(0, wake_on_publish=False)
         assert r.sleeper is None
 
+        main = threading.current_thread()
+
         def write() -> None:
+            wait_blocked(main, HOLD)  # the reader sleeps (doubling) inside its wait
             with w.acquire_write(HOLD) as buf:
                 buf[:4] = b"late"
 
-        timer = threading.Timer(0.1, write)
-        timer.start()
+        writer = threading.Thread(target=write)
+        writer.start()
         with r.acquire_read(HOLD) as buf:
             assert bytes(buf[:4]) == b"late"
-        timer.join(HOLD)
+        writer.join(HOLD)
         assert ring._sleep_words[0] == 0  # never announced
 
 
