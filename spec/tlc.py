@@ -2,7 +2,9 @@
 
 The driver ships in the package (trace validation runs from an installed wheel);
 ``spec/run_models.py`` and the tools of this repository use it through this module,
-whose :data:`SPEC_DIR` is this folder. See the driver for the result words.
+whose :data:`SPEC_DIR` is this folder, and whose :func:`run` finds the modules a model
+extends in it (a mutant in ``mutants/`` extends the specs here). See the driver for the
+result words.
 """
 
 from __future__ import annotations
@@ -28,10 +30,17 @@ from verifiedring.testing.tlc import (
     find_java,
     parse_messages,
     parse_state,
-    run,
 )
+from verifiedring.testing.tlc import run as _run
 
 SPEC_DIR = Path(__file__).resolve().parent
+
+
+def run(
+    tla: Path, cfg: Path, *, workers: int = 1, timeout: float = 150, deadlock: bool = True
+) -> Result:
+    """:func:`verifiedring.testing.tlc.run` with this folder as TLC's module library."""
+    return _run(tla, cfg, workers=workers, timeout=timeout, deadlock=deadlock, library=SPEC_DIR)
 
 __all__ = [
     "MSG_BACK_TO_STATE",

@@ -34,7 +34,7 @@ from ..steps import (
     WRITER_SEND_FAILS,
     reader_actor,
 )
-from .replay import Verdict, data_module, replay
+from .replay import Harness, Verdict, data_module, replay
 from .tracelog import LOCK_TIMEOUT, MappedLog, SharedLog, TraceError
 
 #: rank (-1 the writer), step index in QUEUE_STEPS, kind index, sequence number, object number
@@ -131,6 +131,14 @@ SAFETY_INVARIANTS = (
 )
 
 
+#: The queue's replay: through TraceMessageQueue.tla into MessageQueue.tla.
+QUEUE = Harness(
+    ("MessageQueue.tla", "TraceMessageQueue.tla", "MCTraceMQ.tla"),
+    (*REASONS, *SAFETY_INVARIANTS),
+    REASONS,
+)
+
+
 def tla_module(events: Sequence[QueueEvent]) -> str:
     """The events as ``TraceData.TraceLog``, in the spec's numbering: sequence
     numbers and objects from 1, SHUTDOWN's total as is, 0 for none."""
@@ -176,11 +184,7 @@ def validate_queue(
         '    DecodeAdvances = TRUE\n    SendFailDesign = "break"\n    CreditSlack = 0\n'
         "    AcksSent = TRUE\n"
     )
-    return replay(
-        ("MessageQueue.tla", "TraceMessageQueue.tla", "MCTraceMQ.tla"), tla_module(events),
-        constants, (*REASONS, *SAFETY_INVARIANTS), events, REASONS, workers=workers,
-        timeout=timeout,
-    )
+    return replay(QUEUE, tla_module(events), constants, events, workers=workers, timeout=timeout)
 
 
 __all__ = ["QueueEvent", "QueueLog", "QueueRecorder", "validate_queue"]

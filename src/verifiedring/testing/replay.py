@@ -59,6 +59,17 @@ class Verdict:
         return f"{head}\n  {self.reason}{where}"
 
 
+@dataclass(frozen=True)
+class Harness:
+    """What one kind of trace replays through: ``specs`` (of :data:`~.tlc.TRACE_SPECS`,
+    the last one the harness that binds ``Trace <- TraceValue``), the ``invariants``
+    checked in every replayed state, and why each replay invariant rejects (``reasons``)."""
+
+    specs: tuple[str, ...]
+    invariants: tuple[str, ...]
+    reasons: dict[str, str]
+
+
 def data_module(rows: Sequence[str]) -> str:
     """``TraceData.TraceLog``: the events' TLA+ records (``rows``) as one sequence."""
     body = ",\n    ".join(rows)
@@ -69,34 +80,31 @@ def data_module(rows: Sequence[str]) -> str:
 
 
 def replay(
-    specs: Sequence[str],
+    harness: Harness,
     data: str,
     constants: str,
-    invariants: Sequence[str],
     events: Sequence[Any],
-    reasons: dict[str, str],
     *,
     workers: int = 1,
     timeout: float = 240,
     directory: str | os.PathLike[str] | None = None,
 ) -> Verdict:
-    """Have TLC replay a trace: ``specs`` (of :data:`~.tlc.TRACE_SPECS`, the last one
-    the harness that binds ``Trace <- TraceValue``) beside ``data`` (TraceData.tla),
-    with the cfg's ``constants`` lines, checking ``invariants`` and then :data:`ACCEPTED`."""
+    """Have TLC replay ``events``: the ``harness``'s specs beside ``data`` (TraceData.tla),
+    with the cfg's ``constants`` lines, checking its invariants and then :data:`ACCEPTED`."""
     tmp_ctx = tempfile.TemporaryDirectory(prefix="vr-trace-") if directory is None else None
     tmp = Path(tmp_ctx.name) if tmp_ctx is not None else Path(directory or ".")
-    harness = specs[-1]
+    top = harness.specs[-1]
     try:
-        for name in specs:
+        for name in harness.specs:
             shutil.copy(tlc.spec_file(name), tmp / name)
         (tmp / "TraceData.tla").write_text(data)
-        cfg = tmp / harness.replace(".tla", ".cfg")
-        checks = "\n".join(f"INVARIANT {name}" for name in (*invariants, ACCEPTED))
+        cfg = tmp / top.replace(".tla", ".cfg")
+        checks = "\n".join(f"INVARIANT {name}" for name in (*harness.invariants, ACCEPTED))
         cfg.write_text(
             f"CONSTANTS\n{constants}    Trace <- TraceValue\n"
             f"INIT TraceInit\nNEXT TraceNext\n{checks}\n"
         )
-        run = tlc.run(tmp / harness, cfg, workers=workers, timeout=timeout, deadlock=False)
+        run = tlc.run(tmp / top, cfg, workers=workers, timeout=timeout, deadlock=False)
     finally:
         if tmp_ctx is not None:
             tmp_ctx.cleanup()
@@ -107,5 +115,6 @@ def replay(
         at = int(run.trace[-1].assignments["step"])
     event = events[at] if at is not None and at < len(events) else None
     return Verdict(
-        accepted, run.result, len(events), run.states, run.seconds, at, event, run.output, reasons
+        accepted, run.result, len(events), run.states, run.seconds, at, event, run.output,
+        harness.reasons,
     )

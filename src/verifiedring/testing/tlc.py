@@ -180,38 +180,41 @@ def parse_state(body: str) -> TraceState | None:
     return TraceState(int(head.group(1)), action, assigns)
 
 
+def _violation(code: int, body: str, props: list[str]) -> str | None:
+    """The result word a violation message names, or None for another message."""
+    if code in (MSG_INVARIANT_VIOLATED, MSG_INVARIANT_VIOLATED_INITIAL):
+        m = re.search(r"Invariant (\w+) is violated", body)
+        return m.group(1) if m else "invariant:?"
+    if code == MSG_DEADLOCK:
+        return "deadlock"
+    if code == MSG_TEMPORAL_VIOLATED:
+        return "liveness:" + (props[0] if len(props) == 1 else "|".join(props) or "?")
+    return None
+
+
+def _distinct_states(msgs: list[tuple[int, str]]) -> str:
+    """The final statistics' distinct states; a violation ends the run before them:
+    then the last progress report's ("?" if TLC said neither)."""
+    last = {MSG_STATS: "?", MSG_PROGRESS: "?"}
+    for code, body in msgs:
+        m = re.search(r"([\d,]+) distinct states found", body) if code in last else None
+        if m:
+            last[code] = m.group(1).replace(",", "")
+    return last[MSG_STATS] if last[MSG_STATS] != "?" else last[MSG_PROGRESS]
+
+
 def classify(rc: int, out: str, cfg_text: str) -> tuple[str, str, list[TraceState], str]:
     """(result word, distinct states, counterexample, loop note) of one run's output."""
     props = re.findall(r"^\s*(\w+Prop)\s*$", cfg_text, re.M)
-    states = "?"
-    progress = "?"
-    result: str | None = None
-    trace: list[TraceState] = []
-    loop_note = ""
-    for code, body in parse_messages(out):
-        if code in (MSG_STATS, MSG_PROGRESS):
-            m = re.search(r"([\d,]+) distinct states found", body)
-            if m and code == MSG_STATS:
-                states = m.group(1).replace(",", "")
-            elif m:
-                progress = m.group(1).replace(",", "")
-        elif code in (MSG_INVARIANT_VIOLATED, MSG_INVARIANT_VIOLATED_INITIAL) and result is None:
-            m = re.search(r"Invariant (\w+) is violated", body)
-            result = m.group(1) if m else "invariant:?"
-        elif code == MSG_DEADLOCK and result is None:
-            result = "deadlock"
-        elif code == MSG_TEMPORAL_VIOLATED and result is None:
-            result = "liveness:" + (props[0] if len(props) == 1 else "|".join(props) or "?")
-        elif code == MSG_STATE:
-            st = parse_state(body)
-            if st is not None:
-                trace.append(st)
-        elif code in (MSG_STUTTERING, MSG_BACK_TO_STATE):
-            loop_note = body.strip().splitlines()[0] if body.strip() else ""
+    msgs = parse_messages(out)
+    words = (_violation(code, body, props) for code, body in msgs)
+    result = next((w for w in words if w is not None), None)
     if result is None:
         result = "holds" if rc == 0 else f"error({rc})"
-    # a violation ends the run before the final statistics: use the last progress report
-    return result, states if states != "?" else progress, trace, loop_note
+    trace = [st for code, body in msgs if code == MSG_STATE and (st := parse_state(body))]
+    notes = [body.strip() for code, body in msgs if code in (MSG_STUTTERING, MSG_BACK_TO_STATE)]
+    loop_note = notes[-1].splitlines()[0] if notes and notes[-1] else ""
+    return result, _distinct_states(msgs), trace, loop_note
 
 
 def run(
@@ -221,9 +224,10 @@ def run(
     workers: int = 1,
     timeout: float = 150,
     deadlock: bool = True,
+    library: Path | None = None,
 ) -> Result:
-    """Check ``tla`` with ``cfg`` (both in one folder; TLC runs in that folder and
-    finds the modules ``tla`` extends there).
+    """Check ``tla`` with ``cfg`` (both in one folder; TLC runs in that folder). The
+    modules ``tla`` extends are looked for there and in ``library`` (default: that folder).
 
     ``deadlock=False`` passes ``-deadlock`` (do not report deadlocks; trace validation
     ends in a state with no successor by design).
@@ -238,7 +242,7 @@ def run(
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Xss8m",
-            f"-DTLA-Library={tla.parent}",
+            f"-DTLA-Library={library or tla.parent}",
             "-Djava.io.tmpdir=" + tmp,
             "-cp",
             str(jar),

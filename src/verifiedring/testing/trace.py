@@ -52,7 +52,7 @@ from ..steps import (
     WRITER_POLL_READ_FLAG,
     reader_actor,
 )
-from .replay import Verdict, data_module, replay
+from .replay import Harness, Verdict, data_module, replay
 from .tracelog import LOCK_TIMEOUT, MappedLog, SharedLog
 
 #: The spec's sequence number of an event that moves no payload (``NoSeq``).
@@ -282,6 +282,14 @@ SAFETY_INVARIANTS = (
     "ReadFlagMeansReadInv",
 )
 
+#: The ring's replay: through TraceRingBuffer.tla into RingBuffer.tla.
+RING = Harness(
+    ("RingBuffer.tla", "TraceRingBuffer.tla", "MCTrace.tla"),
+    (*REPLAY_INVARIANTS, *SAFETY_INVARIANTS),
+    REASONS,
+)
+
+
 def validate(
     events: Sequence[TraceEvent],
     *,
@@ -307,7 +315,6 @@ def validate(
         "    FlagIndex <- TraceFlagIndex\n"
     )
     return replay(
-        ("RingBuffer.tla", "TraceRingBuffer.tla", "MCTrace.tla"), tla_module(events), constants,
-        (*REPLAY_INVARIANTS, *SAFETY_INVARIANTS), events, REASONS,
+        RING, tla_module(events), constants, events,
         workers=workers, timeout=timeout, directory=directory,
     )
