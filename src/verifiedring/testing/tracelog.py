@@ -74,10 +74,6 @@ class SharedLog:
             self.RECORD.unpack_from(data, HEADER.size + n * size) for n in range(count)
         ]
 
-    def counts(self) -> tuple[int, int]:
-        """(events recorded, steps left unrecorded because the log was full)."""
-        return self.header()[1:3]
-
     def header(self) -> tuple[int, int, int, int]:
         """(capacity, events recorded, steps not recorded, failed-poll events folded)."""
         with open(self.path, "rb") as f:
