@@ -96,6 +96,7 @@ def main(args: argparse.Namespace | None = None) -> int:
     import torch
 
     from verifiedring import MessageQueue
+    from verifiedring.testing.launcher import Supervisor, Task
 
     nbytes = args.mib * MIB
     t = torch.arange(nbytes // 4, dtype=torch.int32)
@@ -106,10 +107,11 @@ def main(args: argparse.Namespace | None = None) -> int:
     queues = {"arena": arena_q, "in-band": plain_q}
     pipes = [ctx.Pipe(duplex=False) for _ in range(N_READERS)]
     handles = {k: q.export_handle() for k, q in queues.items()}
-    procs = [ctx.Process(target=_reader, args=(handles, r, args.iters, args.repeats, pipes[r][1]))
-             for r in range(N_READERS)]
-    for p in procs:
-        p.start()
+    readers = Supervisor([
+        Task(_reader, (handles, r, args.iters, args.repeats, pipes[r][1]), name=f"reader {r}")
+        for r in range(N_READERS)
+    ])
+    readers.start()
     times: dict[str, list[float]] = {k: [] for k in queues}
     try:
         for q in queues.values():
@@ -129,10 +131,7 @@ def main(args: argparse.Namespace | None = None) -> int:
     finally:
         for q in queues.values():
             q.close()
-        for p in procs:
-            p.join(T)
-            if p.is_alive():
-                p.kill()
+        readers.wait(T)
     n = args.iters * args.repeats
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"{args.mib} MiB CPU tensor to {N_READERS} local reader processes, {n} messages each:")

@@ -7,8 +7,6 @@ host) well within a generous bound, and that nothing else is disturbed.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import signal
 import socket
 import threading
@@ -18,27 +16,27 @@ from typing import Any
 import pytest
 
 from verifiedring import BrokenPeerError, Handle, MessageQueue
+from verifiedring.testing.launcher import Supervisor, Task, channel
 
 LOOPBACK = "127.0.0.1"
 T = 20.0
 BOUND = 10.0  # generous: the mechanisms answer within about a second
 
 
-def _writer_proc(n_reader: int, n_local: int, out: Any, go: Any) -> None:
+def _writer_proc(n_reader: int, n_local: int) -> None:
     with MessageQueue(
         n_reader, n_local, list(range(n_local)), connect_ip=LOOPBACK, max_chunks=2
     ) as w:
-        out.put(w.export_handle())
+        channel().send(w.export_handle())
         w.wait_until_ready(T)
         w.enqueue("first", timeout=T)
-        go.wait(T)
         time.sleep(T)  # the test kills this process here
 
 
-def _reader_proc(handle: Handle, rank: int, out: Any) -> None:
+def _reader_proc(handle: Handle, rank: int) -> None:
     with MessageQueue.create_from_handle(handle, rank) as r:
         r.wait_until_ready(T)
-        out.put(r.dequeue(T))
+        channel().send(r.dequeue(T))
         time.sleep(T)  # the test kills this process here
 
 
@@ -61,57 +59,41 @@ def _raises_within(call: Any, bound: float) -> BrokenPeerError:
 
 @pytest.mark.parametrize("local", [True, False], ids=["local", "remote"])
 def test_reader_of_a_killed_writer_is_told(local: bool) -> None:
-    ctx = mp.get_context("spawn")
-    out, go = ctx.Queue(), ctx.Event()
-    proc = ctx.Process(target=_writer_proc, args=(1, 1 if local else 0, out, go))
-    proc.start()
-    try:
-        handle = out.get(timeout=T)
-        with MessageQueue.create_from_handle(handle, 0) as r:
+    with Supervisor([Task(_writer_proc, (1, 1 if local else 0), name="writer")]) as run:
+        pid = run.pid("writer")
+        with MessageQueue.create_from_handle(run.channel("writer").recv(T), 0) as r:
             r.wait_until_ready(T)
             assert r.dequeue(T) == "first"
-            go.set()
-            os.kill(proc.pid, signal.SIGKILL)
+            run.signal("writer", signal.SIGKILL)
             err = _raises_within(lambda: r.dequeue(None), BOUND)
-            assert f"the writer (pid {proc.pid} on host {socket.gethostname()}) is gone" in str(
-                err
-            )
+            assert f"the writer (pid {pid} on host {socket.gethostname()}) is gone" in str(err)
             with pytest.raises(BrokenPeerError, match="is gone"):
                 r.dequeue(0)  # and it stays that way
-    finally:
-        proc.kill()
-        proc.join(T)
 
 
 @pytest.mark.parametrize("local", [True, False], ids=["local", "remote"])
 def test_writer_waiting_for_a_killed_reader_is_told(local: bool) -> None:
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
     with MessageQueue(
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
         remote_window=4,
     ) as w:
         h = w.export_handle()
-        procs = [ctx.Process(target=_reader_proc, args=(h, rank, out)) for rank in (0, 1)]
-        for p in procs:
-            p.start()
-        try:
+        tasks = [Task(_reader_proc, (h, rank), name=f"rank {rank}") for rank in (0, 1)]
+        with Supervisor(tasks) as run:
             w.wait_until_ready(T)
             w.enqueue("one", timeout=T)
-            assert [out.get(timeout=T), out.get(timeout=T)] == ["one", "one"]
-            os.kill(procs[1].pid, signal.SIGKILL)
-            procs[1].join(T)
+            assert [run.channel(n).recv(T) for n in run.names] == ["one", "one"]
+            pid = run.pid("rank 1")
+            run.signal("rank 1", signal.SIGKILL)
+            with pytest.raises(BrokenPeerError):
+                run.channel("rank 1").recv(T)  # once it is gone
 
             def fill() -> None:
                 while True:  # the ring (2 chunks) or the window (4) fills, then it waits
                     w.enqueue("more", timeout=None)
 
             err = _raises_within(fill, BOUND)
-            assert f"reader rank 1 (pid {procs[1].pid} on host {socket.gethostname()})" in str(err)
+            assert f"reader rank 1 (pid {pid} on host {socket.gethostname()})" in str(err)
             assert "is gone" in str(err)
             with pytest.raises(BrokenPeerError, match="broken since a reader left"):
                 w.enqueue("after", timeout=0)
-        finally:
-            for p in procs:
-                p.kill()
-                p.join(T)

@@ -13,13 +13,15 @@ as exit does, reuses the freed memory, and the reader must still get every objec
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import contextlib
 import os
 import random
 import signal
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from verifiedring import ClosedError, DecodeError, MessageQueue
+from verifiedring.testing.launcher import Channel, Supervisor, Task, channel
 
 T = 20.0
 LOOPBACK = "127.0.0.1"
@@ -34,137 +36,112 @@ def payload(k: int) -> Any:
     return data if k % 2 == 0 else (k, data)
 
 
-def _send_all_on_go(w: MessageQueue, out: Any, go: Any) -> None:
+def _send_all_on_go(w: MessageQueue, line: Channel) -> None:
     """Hand out ``w``'s handle, wait for the reader and the test's go, send N payloads."""
-    out.put(("handle", w.export_handle()))
+    line.send(("handle", w.export_handle()))
     w.wait_until_ready(T)
-    if not go.wait(T):
-        raise TimeoutError("no go from the test")
+    if line.recv(T) != "go":
+        raise AssertionError("no go from the test")
     for k in range(N):
         w.enqueue(payload(k), timeout=T)
 
 
-def _writer_proc(out: Any, go: Any, finish: Any) -> None:
+def _writer_proc() -> None:
     import zmq.utils.garbage
 
-    try:
-        with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
-            _send_all_on_go(w, out, go)
-            zmq.utils.garbage.gc.stop()  # as at interpreter exit: its references dropped
-            junk = [b"\xee" * (SIZE + n) for n in range(-64, 64) for _ in range(2)]
-            out.put(("sent", len(junk)))
-        # closed: its SHUTDOWN queues behind the frames, which flow while this process lives
-        if not finish.wait(T):
-            raise TimeoutError("no finish from the test")
-        out.put(("done", None))
-    except BaseException as exc:  # report, never hang the parent
-        out.put(("error", repr(exc)))
+    line = channel()
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        _send_all_on_go(w, line)
+        zmq.utils.garbage.gc.stop()  # as at interpreter exit: its references dropped
+        junk = [b"\xee" * (SIZE + n) for n in range(-64, 64) for _ in range(2)]
+        line.send(("sent", len(junk)))
+    # closed: its SHUTDOWN queues behind the frames, which flow while this process lives
+    if line.recv(T) != "finish":
+        raise AssertionError("no finish from the test")
+    line.send(("done", None))
 
 
-def _reader_proc(handle: Any, out: Any) -> None:
-    try:
-        with MessageQueue.create_from_handle(handle, 1) as q:
-            q.wait_until_ready(T)
-            out.put(("ready", os.getpid()))
-            wrong: list[int] = []
-            for k in range(N):
-                try:
-                    if q.dequeue(T) != payload(k):
-                        wrong.append(k)
-                except DecodeError:
-                    wrong.append(k)
+def _reader_proc() -> tuple[list[int], str]:
+    """The messages that arrived wrong, and what ended the stream."""
+    line = channel()
+    with MessageQueue.create_from_handle(line.recv(T), 1) as q:
+        q.wait_until_ready(T)
+        line.send(("ready", os.getpid()))
+        wrong: list[int] = []
+        for k in range(N):
             try:
-                q.dequeue(T)
-                tail = "no ClosedError"
-            except ClosedError:
-                tail = "closed"
-            out.put(("got", (wrong, tail)))
-    except BaseException as exc:
-        out.put(("error", repr(exc)))
+                if q.dequeue(T) != payload(k):
+                    wrong.append(k)
+            except DecodeError:
+                wrong.append(k)
+        try:
+            q.dequeue(T)
+            tail = "no ClosedError"
+        except ClosedError:
+            tail = "closed"
+        return wrong, tail
 
 
-def _expect(q: Any, tag: str) -> Any:
-    got_tag, value = q.get(timeout=T * 2)
+def _expect(line: Channel, tag: str) -> Any:
+    got_tag, value = line.recv(T * 2)
     assert got_tag == tag, (got_tag, value)
     return value
 
 
-def _started_reader(ctx: Any, handle: Any, rq: Any) -> Any:
-    """The reader process, past its handshake."""
-    reader = ctx.Process(target=_reader_proc, args=(handle, rq))
-    reader.start()
-    assert _expect(rq, "ready") == reader.pid
-    return reader
-
-
-def _reap(*procs: Any) -> None:
-    for p in procs:
-        if p is not None:
-            p.join(T)
-            if p.is_alive():
-                p.kill()
-                p.join(T)
+@contextlib.contextmanager
+def _writer_and_reader(writer: Callable[[], None]) -> Iterator[Supervisor]:
+    """``writer`` and the reader process, running; the reader has the writer's handle
+    and is past its handshake."""
+    with Supervisor([Task(writer, name="writer"), Task(_reader_proc, name="reader")]) as run:
+        run.channel("reader").send(_expect(run.channel("writer"), "handle"))
+        assert _expect(run.channel("reader"), "ready") == run.pid("reader")
+        yield run
 
 
 def test_frames_queued_behind_a_stopped_reader_survive_the_writers_objects() -> None:
-    ctx = mp.get_context("spawn")
-    wq, rq, go, finish = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Event()
-    writer = ctx.Process(target=_writer_proc, args=(wq, go, finish))
-    writer.start()
-    reader = None
-    try:
-        reader = _started_reader(ctx, _expect(wq, "handle"), rq)
-        os.kill(reader.pid, signal.SIGSTOP)  # its socket stops reading: frames queue up
+    with _writer_and_reader(_writer_proc) as run:
+        wq = run.channel("writer")
+        run.signal("reader", signal.SIGSTOP)  # its socket stops reading: frames queue up
         try:
-            go.set()
+            wq.send("go")
             assert _expect(wq, "sent") == 256
         finally:
-            os.kill(reader.pid, signal.SIGCONT)
-        wrong, tail = _expect(rq, "got")
-        finish.set()
-        assert (wrong, tail) == ([], "closed")
+            run.signal("reader", signal.SIGCONT)
+        wq.send("finish")
         assert _expect(wq, "done") is None
-    finally:
-        finish.set()
-        _reap(writer, reader)
-    assert writer.exitcode == 0 and reader is not None and reader.exitcode == 0
+        writer, reader = run.wait(T)
+    assert writer.ok and writer.exitcode == 0, writer.describe()
+    assert reader.ok and reader.exitcode == 0, reader.describe()
+    assert reader.value == ([], "closed")
 
 
-def _exiting_writer_proc(out: Any, go: Any) -> None:
+def _exiting_writer_proc() -> None:
     """Queue everything behind the stopped reader, close(), and exit at once (no
     finalizers): whatever libzmq still queues dies with the process."""
-    try:
-        w = MessageQueue(1, 0, connect_ip=LOOPBACK)
-        _send_all_on_go(w, out, go)
-        out.put(("sent", None))
-        w.close()  # waits (up to its linger) until the remote reader acknowledged all
-        out.put(("closed", None))
-    except BaseException as exc:
-        out.put(("error", repr(exc)))
-    out.close()
-    out.join_thread()  # the reports are out; then exit without finalizers
+    line = channel()
+    w = MessageQueue(1, 0, connect_ip=LOOPBACK)
+    _send_all_on_go(w, line)
+    line.send(("sent", None))
+    w.close()  # waits (up to its linger) until the remote reader acknowledged all
+    line.send(("closed", None))
+    line.flush()  # the reports are out; then exit without finalizers
     os._exit(0)
 
 
 def test_close_lets_a_remote_reader_receive_everything_before_the_process_exits() -> None:
     """Before the fix close() returned at once and the exiting process took the queued
     frames with it: the reader got a prefix, then "the writer is gone"."""
-    ctx = mp.get_context("spawn")
-    wq, rq, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-    writer = ctx.Process(target=_exiting_writer_proc, args=(wq, go))
-    writer.start()
-    reader = None
-    try:
-        reader = _started_reader(ctx, _expect(wq, "handle"), rq)
-        os.kill(reader.pid, signal.SIGSTOP)
+    with _writer_and_reader(_exiting_writer_proc) as run:
+        wq = run.channel("writer")
+        run.signal("reader", signal.SIGSTOP)
         try:
-            go.set()
+            wq.send("go")
             assert _expect(wq, "sent") is None
-            writer.join(1.0)  # the old close() returned and the process exited by now
+            wq.poll(1.0)  # the old close() returned and the process exited by now
         finally:
-            os.kill(reader.pid, signal.SIGCONT)
-        assert _expect(rq, "got") == ([], "closed")
+            run.signal("reader", signal.SIGCONT)
         assert _expect(wq, "closed") is None
-    finally:
-        _reap(writer, reader)
-    assert writer.exitcode == 0 and reader is not None and reader.exitcode == 0
+        writer, reader = run.wait(T)
+    assert writer.exitcode == 0, writer.describe()  # it exits without reporting: os._exit
+    assert reader.ok and reader.exitcode == 0, reader.describe()
+    assert reader.value == ([], "closed")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import multiprocessing as mp
 import os
 import pickle
 import re
@@ -27,7 +26,9 @@ from verifiedring import (
     RingTimeoutError,
     ShmRingBuffer,
 )
+from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
+from verifiedring.testing.launcher import Supervisor, Task, raise_for
 
 T = 10.0  # generous bound for any single wait in these tests
 LOOPBACK = "127.0.0.1"
@@ -103,50 +104,34 @@ def same(a: Any, b: Any) -> bool:
 # --- across processes ------------------------------------------------------------
 
 
-def _reader_proc(handle: Handle, rank: int, n: int, out: Any) -> None:
-    try:
-        with MessageQueue.create_from_handle(handle, rank) as q:
-            q.wait_until_ready(T * 3)
-            got = [q.dequeue(T * 3) for _ in range(n)]
-            try:
-                q.dequeue(T * 3)
-                tail = "no ClosedError"
-            except ClosedError:
-                tail = "closed"
-            out.put((rank, [pickle.dumps(o, protocol=5) for o in got], tail, None))
-    except BaseException as exc:  # report, never hang the parent
-        out.put((rank, [], "", repr(exc)))
+def _reader_proc(handle: Handle, rank: int, n: int) -> tuple[list[bytes], str]:
+    """Every object (pickled, to compare exactly), then what ended the stream."""
+    with MessageQueue.create_from_handle(handle, rank) as q:
+        q.wait_until_ready(T * 3)
+        got = [q.dequeue(T * 3) for _ in range(n)]
+        try:
+            q.dequeue(T * 3)
+            tail = "no ClosedError"
+        except ClosedError:
+            tail = "closed"
+        return [pickle.dumps(o, protocol=5) for o in got], tail
 
 
 def test_processes_local_and_remote_exact_delivery_then_shutdown() -> None:
-    ctx = mp.get_context("spawn")
     objs = sample_objects(120)
+    ranks = (3, 5, 7)
     with MessageQueue(3, 2, [3, 5], max_chunk_bytes=4096, max_chunks=3, connect_ip=LOOPBACK) as w:
         handle = w.export_handle()
-        out = ctx.Queue()
-        procs = [
-            ctx.Process(target=_reader_proc, args=(handle, r, len(objs), out)) for r in (3, 5, 7)
-        ]
-        for p in procs:
-            p.start()
-        try:
+        tasks = [Task(_reader_proc, (handle, r, len(objs)), name=f"rank {r}") for r in ranks]
+        with Supervisor(tasks) as run:
             w.wait_until_ready(T * 6)
             for o in objs:
                 w.enqueue(o, timeout=T * 3)
             w.close()  # shutdown: readers get ClosedError after the last object
-            results = {}
-            for _ in procs:
-                rank, got, tail, err = out.get(timeout=T * 6)
-                results[rank] = (got, tail, err)
-        finally:
-            for p in procs:
-                p.join(T)
-                if p.is_alive():
-                    p.kill()
+            results = dict(zip(ranks, raise_for(run.wait(T * 6), "readers"), strict=True))
     expected = [pickle.dumps(o, protocol=5) for o in objs]
-    for rank in (3, 5, 7):
-        got, tail, err = results[rank]
-        assert err is None, f"rank {rank}: {err}"
+    for rank in ranks:
+        got, tail = results[rank]
         assert got == expected, f"rank {rank}: content/order/count differ"
         assert tail == "closed"
 
@@ -246,7 +231,7 @@ def test_remote_reader_lagging_by_thousands_loses_nothing(group: Callable[..., G
 
     t = threading.Thread(target=produce)
     t.start()
-    time.sleep(0.3)  # the reader lags: the writer runs into the window and waits
+    wait_blocked(t, T)  # the reader lags: the writer runs into the window and waits
     got = [r.dequeue(T * 3) for _ in range(n)]
     t.join(T * 3)
     assert not errors
@@ -287,10 +272,9 @@ def test_shutdown_unblocks_blocked_readers(
     g = group(n_local, n_remote)
     r = g.readers[0]
     g.writer.enqueue("last", timeout=T)
-    outcome: list[Any] = []
+    outcome: list[Any] = [r.dequeue()]  # "last"
 
     def blocked() -> None:
-        outcome.append(r.dequeue())  # "last"
         try:
             r.dequeue()  # no timeout: only shutdown can end this
         except ClosedError as exc:
@@ -298,7 +282,7 @@ def test_shutdown_unblocks_blocked_readers(
 
     t = threading.Thread(target=blocked)
     t.start()
-    time.sleep(0.3)
+    wait_blocked(t, T)  # inside its wait for a next message
     g.writer.close()
     t.join(T)
     assert not t.is_alive()

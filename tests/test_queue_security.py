@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import zmq
+from support.outsiders import Outsiders
 
 from verifiedring import MessageQueue, MisuseError, RingTimeoutError
 from verifiedring.queue.wire import HEADER, OVERFLOW, READY, control_header
@@ -54,23 +55,6 @@ def remote_pair() -> Iterator[tuple[MessageQueue, MessageQueue]]:
     w.close()
 
 
-def _outsider(kind: int, addr: str, **curve: bytes) -> tuple[zmq.Context[Any], zmq.Socket[Any]]:
-    """A socket of a process that does not hold the Handle (optionally with made-up keys)."""
-    ctx: zmq.Context[Any] = zmq.Context()
-    sock = ctx.socket(kind)
-    for opt, value in curve.items():
-        sock.setsockopt(getattr(zmq, opt.upper()), value)
-    if kind == zmq.SUB:
-        sock.setsockopt(zmq.SUBSCRIBE, b"")
-    sock.connect(addr)
-    return ctx, sock
-
-
-def _made_up_client(server_public: bytes) -> dict[str, bytes]:
-    public, secret = zmq.curve_keypair()
-    return {"curve_serverkey": server_public, "curve_publickey": public, "curve_secretkey": secret}
-
-
 def test_outsiders_cannot_subscribe_read_or_delay_the_writer(
     remote_pair: tuple[MessageQueue, MessageQueue],
 ) -> None:
@@ -80,48 +64,38 @@ def test_outsiders_cannot_subscribe_read_or_delay_the_writer(
     w, r = remote_pair
     h = w.export_handle()
     assert h.remote_subscribe_addr is not None and h.curve is not None
-    outsiders = [
-        _outsider(zmq.SUB, h.remote_subscribe_addr),
-        _outsider(zmq.SUB, h.remote_subscribe_addr, **_made_up_client(h.curve.server_public)),
-    ]
-    try:
-        time.sleep(0.3)  # let them try their handshakes
+    with Outsiders(h.curve.server_public) as outsider:
+        subs = [outsider.socket(zmq.SUB, h.remote_subscribe_addr, keys=k) for k in (False, True)]
+        for sock in subs:
+            outsider.wait_refused(sock, T)  # the writer has seen each one, and refused it
         payload = b"secret-" * 20_000  # far more than any pipe holds unread
         for i in range(30):
             w.enqueue((i, payload), timeout=1.0)  # never delayed by an outsider
             assert r.dequeue(T) == (i, payload)
-        for _, sock in outsiders:
+        for sock in subs:
             assert not sock.poll(300), "an outsider received a frame"
-    finally:
-        for ctx, sock in outsiders:
-            sock.close(linger=0)
-            ctx.term()
 
 
 def test_outsiders_cannot_acknowledge(remote_pair: tuple[MessageQueue, MessageQueue]) -> None:
-    """A forged ack (plaintext or made-up keys) never reaches the writer's flow control."""
+    """A forged ack (plaintext or made-up keys) never reaches the writer's flow control:
+    the writer refuses each sender's handshake, so nothing it sent is even counted as a
+    rejected frame."""
     w, r = remote_pair
     h = w.export_handle()
     assert h.remote_ack_addr is not None and h.curve is not None
     window = h.remote_window
-    outsiders = [
-        _outsider(zmq.PUSH, h.remote_ack_addr),
-        _outsider(zmq.PUSH, h.remote_ack_addr, **_made_up_client(h.curve.server_public)),
-    ]
-    try:
+    with Outsiders(h.curve.server_public) as outsider:
+        ackers = [outsider.socket(zmq.PUSH, h.remote_ack_addr, keys=k) for k in (False, True)]
         body = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
-        for _, sock in outsiders:
-            sock.send(body, zmq.NOBLOCK) if sock.poll(0, zmq.POLLOUT) else None
-        time.sleep(0.3)
+        for sock in ackers:
+            sock.send(body, zmq.NOBLOCK)  # queued on its pipe until a handshake completes
+            outsider.wait_refused(sock, T)
         for i in range(window):
             w.enqueue(i, timeout=T)
         with pytest.raises(RingTimeoutError, match=r"\{1: 0\}"):
             w.enqueue(window, timeout=0.3)  # the forged count opened nothing
+        assert w.rejected_frames == 0, "a forged ack got past the handshake"
         assert [r.dequeue(T) for _ in range(window)] == list(range(window))
-    finally:
-        for ctx, sock in outsiders:
-            sock.close(linger=0)
-            ctx.term()
 
 
 def test_a_key_holder_sending_junk_acks_is_counted_and_ignored() -> None:
@@ -133,10 +107,12 @@ def test_a_key_holder_sending_junk_acks_is_counted_and_ignored() -> None:
         with MessageQueue.create_from_handle(h, 1) as r:
             w.wait_until_ready(T)
             r.wait_until_ready(T)
-            ctx, push = _outsider(
-                zmq.PUSH, h.remote_ack_addr, curve_serverkey=h.curve.server_public,
-                curve_publickey=h.curve.client_public, curve_secretkey=h.curve.client_secret,
-            )
+            ctx: zmq.Context[Any] = zmq.Context()
+            push = ctx.socket(zmq.PUSH)  # a key holder: the Handle's client keys
+            push.curve_serverkey = h.curve.server_public
+            push.curve_publickey = h.curve.client_public
+            push.curve_secretkey = h.curve.client_secret
+            push.connect(h.remote_ack_addr)
             try:
                 junk = [
                     [b"x"], [(7).to_bytes(4, "little") + (1).to_bytes(8, "little")],

@@ -13,9 +13,10 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
+from support.trace_mutants import QUEUE_MUTANTS
 
-from spec import tlc
-from verifiedring.testing.queue_trace import (
+from verifiedring.testing import tlc
+from verifiedring.testing.queue_runs import (
     DECODE_ERROR,
     QueueRecording,
     QueueRunConfig,
@@ -85,7 +86,7 @@ def test_a_frame_received_before_it_was_sent_is_rejected(run: QueueRecording) ->
     ],
 )
 def test_runs_of_queue_mutants_are_rejected(mutant: str, actor: str, action: str) -> None:
-    rec = record_queue_run(QueueRunConfig(MESSAGES, mutant=mutant), time_limit=30)
+    rec = record_queue_run(QueueRunConfig(MESSAGES, **QUEUE_MUTANTS[mutant]), time_limit=30)
     verdict = rec.validate()
     assert verdict.result == "ReplayAgreeInv", verdict.describe()
     assert verdict.event is not None and verdict.event.actor.startswith(actor)

@@ -15,7 +15,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from multiprocessing import get_context
 from typing import Any
 
 import pytest
@@ -34,6 +33,9 @@ from verifiedring.steps import (
     READER_RELEASE,
     WRITER_PUBLISH,
 )
+from verifiedring.testing import wait_blocked
+from verifiedring.testing.blocked import ReaderAsleep
+from verifiedring.testing.launcher import Supervisor, Task, channel
 from verifiedring.waiting import SLEEP_KIND, Deadline, StallLog, wait_for
 
 pytestmark = pytest.mark.skipif(SLEEP_KIND != "futex", reason="no futex here")
@@ -193,11 +195,8 @@ def test_a_blocked_reader_is_woken_by_each_publish(pair_factory: Callable[..., P
     assert p.r.sleeper is p.r
     t = p.read_in_thread(3)
     for n in range(3):
-        end = time.monotonic() + HOLD
-        while _asleep(p) != 1:
-            assert time.monotonic() < end, f"the reader never went to sleep before message {n}"
-            time.sleep(0.01)
-        time.sleep(0.05)  # well inside its block
+        wait_blocked(t, HOLD)  # inside its wait, asleep in the kernel: in its futex
+        assert _asleep(p) == 1, f"blocked before message {n}, yet its sleep word is 0"
         p.write(b"m:%d" % n)
     p.join(t)
     assert [g for g, _ in p.got] == [b"m:0", b"m:1", b"m:2"]
@@ -250,54 +249,47 @@ def test_wake_on_publish_false_sleeps_doubling() -> None:
         r = readers.reader(0, wake_on_publish=False)
         assert r.sleeper is None
 
+        main = threading.current_thread()
+
         def write() -> None:
+            wait_blocked(main, HOLD)  # the reader sleeps (doubling) inside its wait
             with w.acquire_write(HOLD) as buf:
                 buf[:4] = b"late"
 
-        timer = threading.Timer(0.1, write)
-        timer.start()
+        writer = threading.Thread(target=write)
+        writer.start()
         with r.acquire_read(HOLD) as buf:
             assert bytes(buf[:4]) == b"late"
-        timer.join(HOLD)
+        writer.join(HOLD)
         assert ring._sleep_words[0] == 0  # never announced
 
 
-def _idle_reader(handle: Any, out: Any) -> None:
+def _idle_reader(handle: Any) -> None:
     with ShmRingBuffer.attach(handle) as ring:
         r = ring.reader(0)
         r.max_block = BOUND
         for _ in range(3):
             with r.acquire_read(3 * BOUND) as buf:
                 (stamp,) = STAMP.unpack_from(buf)
-                out.put(time.monotonic_ns() - stamp)
+                channel().send(time.monotonic_ns() - stamp)
 
 
 def test_a_reader_process_is_woken_across_processes() -> None:
     """The futex is the shared (non-private) kind: a reader in another process wakes."""
-    ctx = get_context("spawn")
-    out = ctx.Queue()
     with ShmRingBuffer(1, 64, 2) as ring:
         w = ring.writer()
-        proc = ctx.Process(target=_idle_reader, args=(ring.handle(), out))
-        proc.start()
-        try:
+        with Supervisor([Task(_idle_reader, (ring.handle(),), name="reader")]) as run:
             late = []
             for _ in range(3):
-                time.sleep(0.3)  # idle: the reader blocks in its futex
-                started = time.monotonic()  # (a spawned process may take long to start)
-                while not ring._sleep_words[0] and time.monotonic() - started < 3 * BOUND:
-                    time.sleep(0.01)
-                assert ring._sleep_words[0] == 1, "the reader never went to sleep"
+                # idle: the reader blocks in its futex (a spawned process may take long
+                # to start)
+                wait_blocked(ReaderAsleep(ring, 0, pid=run.pid("reader")), 3 * BOUND)
                 with w.acquire_write(HOLD) as buf:
                     STAMP.pack_into(buf, 0, time.monotonic_ns())
-                late.append(out.get(timeout=3 * BOUND) / 1e9)
+                late.append(run.channel("reader").recv(3 * BOUND) / 1e9)
             assert all(s < LATE for s in late), f"seconds from publish to read: {late}"
-        finally:
-            proc.join(HOLD)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(HOLD)
-        assert proc.exitcode == 0
+            (outcome,) = run.wait(HOLD)
+        assert outcome.ok, outcome.describe()
 
 
 def test_a_signal_ends_the_block_at_once(pair_factory: Callable[..., Pair]) -> None:
@@ -305,14 +297,21 @@ def test_a_signal_ends_the_block_at_once(pair_factory: Callable[..., Pair]) -> N
     not after its block bound, and the word is cleared on the way out."""
     p = pair_factory()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    t0 = time.monotonic()
+    main = threading.current_thread()
+    sent: list[float] = []
+
+    def interrupt() -> None:
+        wait_blocked(main, HOLD)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    killer = threading.Thread(target=interrupt)
+    killer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             p.r.acquire_read(3 * BOUND)
     finally:
-        timer.join(HOLD)
+        killer.join(HOLD)
         signal.signal(signal.SIGINT, previous)
-    assert time.monotonic() - t0 < 0.3 + LATE
+    assert sent and time.monotonic() - sent[0] < LATE
     assert _asleep(p) == 0

@@ -5,11 +5,10 @@ readers beside it, and the writer's memory bound."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
-import multiprocessing as mp
 import pickle
 import threading
-import time
 import tracemalloc
 import weakref
 from collections.abc import Callable, Iterator
@@ -32,7 +31,9 @@ from verifiedring import (
     VerifiedRingError,
 )
 from verifiedring.queue import wire
+from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import interrupt_writer_wait, run_holds_object, writer_run
+from verifiedring.testing.launcher import Supervisor, Task, raise_for
 
 T = 20.0
 #: How long an exchange may take in all (each takes well under a second); a reader
@@ -94,7 +95,7 @@ def _exchange(g: Group, send: Callable[[], None], n: int) -> list[list[Any]]:
                 return
 
     threads = [threading.Thread(target=read, args=(i,)) for i in range(len(g.readers))]
-    writer = threading.Thread(target=send)
+    writer = threading.Thread(target=send, name="writer")
     for t in [writer, *threads]:
         t.start()
     for t in [writer, *threads]:
@@ -257,11 +258,16 @@ def test_a_reader_interrupted_mid_run_raises_for_that_message_at_the_next_dequeu
     assert sent.is_set()
 
 
-class _SlowToPickle:
-    """Pickles 100 KB (a run begins), then takes its time."""
+class _HeldWhilePickling:
+    """Pickles 100 KB (a run begins), then holds the writer until ``release`` is set;
+    ``pickling`` tells that it is held."""
+
+    pickling = threading.Event()
+    release = threading.Event()
 
     def __reduce__(self) -> Any:
-        time.sleep(0.5)
+        self.pickling.set()
+        self.release.wait(T)
         return (str, ("slow",))
 
 
@@ -271,14 +277,29 @@ def test_a_reader_cancelled_mid_run_raises_for_that_message_at_the_next_dequeue(
     g = stream_group(1)
     reader = g.readers[0]
     cancel = threading.Event()
+    held = _HeldWhilePickling()
+    held.pickling.clear()
+    held.release.clear()
     writer = threading.Thread(target=lambda: (
-        g.writer.enqueue([b"c" * 100_000, _SlowToPickle()], timeout=T),
+        g.writer.enqueue([b"c" * 100_000, held], timeout=T),
         g.writer.enqueue("next", timeout=T),
     ))
     writer.start()
-    threading.Timer(0.25, cancel.set).start()
-    with pytest.raises(CancelledError):
-        reader.dequeue(timeout=T, cancel=cancel)  # waits mid-run for the rest
+    me = threading.current_thread()
+
+    def cancel_mid_run() -> None:
+        held.pickling.wait(T)  # the run's first chunks are out; the writer is held
+        wait_blocked(me, T)  # the reader waits mid-run for the rest
+        cancel.set()
+
+    canceller = threading.Thread(target=cancel_mid_run)
+    canceller.start()
+    try:
+        with pytest.raises(CancelledError):
+            reader.dequeue(timeout=T, cancel=cancel)  # waits mid-run for the rest
+    finally:
+        held.release.set()
+        canceller.join(T)
     with pytest.raises(DecodeError, match=r"message seq 0 .*interrupted mid-run"):
         reader.dequeue(timeout=T)
     assert reader.dequeue(timeout=T) == "next"
@@ -368,7 +389,10 @@ def test_queue_ends_in_stream_mode_are_freed_without_the_collector() -> None:
 
 
 def _pause() -> None:
-    time.sleep(0.3)  # the writer, streaming the rest, runs meanwhile
+    """The writer, streaming the rest, runs meanwhile, until it must wait (or ends)."""
+    writer = next(t for t in threading.enumerate() if t.name == "writer")
+    with contextlib.suppress(RuntimeError):  # it ended: it ran as far as it could
+        wait_blocked(writer, T)
 
 
 class _PausesTheReader:
@@ -426,12 +450,10 @@ def test_large_objects_must_name_a_mode(monkeypatch: pytest.MonkeyPatch) -> None
         assert q.large_objects == "socket"
 
 
-def _drain(handle: Any, n: int, conn: Any) -> None:
-    reader = MessageQueue.create_from_handle(handle, 1)
-    reader.wait_until_ready(T)
-    sizes = [len(reader.dequeue(timeout=T)[0]) for _ in range(n)]
-    conn.send(sizes)
-    reader.close()
+def _drain(handle: Any, n: int) -> list[int]:
+    with MessageQueue.create_from_handle(handle, 1) as reader:
+        reader.wait_until_ready(T)
+        return [len(reader.dequeue(timeout=T)[0]) for _ in range(n)]
 
 
 def test_writer_memory_does_not_grow_with_the_object() -> None:
@@ -440,22 +462,18 @@ def test_writer_memory_does_not_grow_with_the_object() -> None:
     pickler's 64 KiB frame: no whole-object copy."""
     writer = MessageQueue(1, 1, [1], max_chunk_bytes=64 * 1024, max_chunks=4,
                           large_objects="stream")
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_drain, args=(writer.export_handle(), 2, child))
-    proc.start()
     try:
-        writer.wait_until_ready(T)
-        big = (b"m" * (32 * 1024 * 1024),)
-        writer.enqueue(big, timeout=T)  # warm-up: the pickler and the run exist
-        tracemalloc.start()
-        writer.enqueue(big, timeout=T)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        assert parent.poll(T) and parent.recv() == [32 * 1024 * 1024] * 2
+        with Supervisor([Task(_drain, (writer.export_handle(), 2), name="reader")]) as run:
+            writer.wait_until_ready(T)
+            big = (b"m" * (32 * 1024 * 1024),)
+            writer.enqueue(big, timeout=T)  # warm-up: the pickler and the run exist
+            tracemalloc.start()
+            writer.enqueue(big, timeout=T)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            assert raise_for(run.wait(T)) == [[32 * 1024 * 1024] * 2]
         assert peak < 2 * 64 * 1024 + 64 * 1024 + 32 * 1024, peak
     finally:
-        proc.join(T)
         writer.close()
 
 

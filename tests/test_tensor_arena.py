@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import multiprocessing as mp
 import os
 import pickle
 import subprocess
@@ -46,6 +45,7 @@ from verifiedring.steps import (
     ARENA_RELEASE,
 )
 from verifiedring.testing.faults import arena_of
+from verifiedring.testing.launcher import Supervisor, Task, raise_for
 
 T = 20.0
 MIB = 1 << 20
@@ -393,56 +393,39 @@ def _message(i: int) -> dict[str, Any]:
     return {"i": i, "big": pattern(i, (8 + i % 3) * MIB // 4), "oob": pattern(-i, 64 * 1024)}
 
 
-def _reader_proc(handle: Any, rank: int, out: Any) -> None:
-    try:
-        q = MessageQueue.create_from_handle(handle, rank)
-        q.wait_until_ready(T * 3)
-        a = arena_of(q)
-        assert isinstance(a, ArenaReader)
-        report = []
-        held: list[Any] = []
-        for _ in range(N_MSGS):
-            o = q.dequeue(T * 3)
-            want = _message(o["i"])
-            ok = all(torch.equal(o[k], want[k]) for k in ("big", "oob"))
-            report.append((o["i"], ok, inside(o["big"].data_ptr(), a.segment.buf)))
-            held = [o] if rank == 0 and o["i"] % 2 else []  # rank 0 keeps odd ones a while
-        del held
-        q.close()
-        out.put((rank, report, None))
-    except BaseException as exc:  # report, never hang the parent
-        out.put((rank, [], repr(exc)))
+def _reader_proc(handle: Any, rank: int) -> list[tuple[int, bool, bool]]:
+    """(message, exact, in the arena) for each message."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(T * 3)
+    a = arena_of(q)
+    assert isinstance(a, ArenaReader)
+    report = []
+    held: list[Any] = []
+    for _ in range(N_MSGS):
+        o = q.dequeue(T * 3)
+        want = _message(o["i"])
+        ok = all(torch.equal(o[k], want[k]) for k in ("big", "oob"))
+        report.append((o["i"], ok, inside(o["big"].data_ptr(), a.segment.buf)))
+        held = [o] if rank == 0 and o["i"] % 2 else []  # rank 0 keeps odd ones a while
+    del held
+    q.close()
+    return report
 
 
 def test_three_reader_processes_get_exact_bytes_through_the_arena() -> None:
-    ctx = mp.get_context("spawn")
     with MessageQueue(3, 3, max_chunk_bytes=MIB, max_chunks=4, enable_shm_tensor_arena=True,
                       arena_slots=2, arena_slot_bytes=SLOT) as w:
-        out = ctx.Queue()
-        procs = [ctx.Process(target=_reader_proc, args=(w.export_handle(), r, out))
-                 for r in range(3)]
-        for p in procs:
-            p.start()
-        try:
+        tasks = [Task(_reader_proc, (w.export_handle(), r), name=f"rank {r}") for r in range(3)]
+        with Supervisor(tasks) as run:
             w.wait_until_ready(T * 6)
             in_arena = []
             for i in range(N_MSGS):
                 before = _writer_arena(w).copies
                 w.enqueue(_message(i), timeout=T * 3)
                 in_arena.append(_writer_arena(w).copies == before + 1)
-            results = {}
-            for _ in procs:
-                rank, report, err = out.get(timeout=T * 6)
-                results[rank] = (report, err)
-        finally:
-            for p in procs:
-                p.join(T)
-                if p.is_alive():
-                    p.kill()
+            reports = raise_for(run.wait(T * 6), "readers")
     assert any(in_arena)
-    for rank in range(3):
-        report, err = results[rank]
-        assert err is None, f"rank {rank}: {err}"
+    for rank, report in enumerate(reports):
         assert report == [(i, True, in_arena[i]) for i in range(N_MSGS)], f"rank {rank}"
 
 

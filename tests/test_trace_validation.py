@@ -2,7 +2,7 @@
 behaviors of the spec, and that runs of broken rings and tampered traces are not.
 
 A writer and its readers run in separate spawned processes
-(:func:`verifiedring.testing.trace.record_run`); their cursors share one
+(:func:`verifiedring.testing.trace_runs.record_run`); their cursors share one
 :class:`~verifiedring.testing.trace.TraceRecorder` log and lock, so the trace is
 the order in which the steps happened. ``spec/TraceRingBuffer.tla`` replays it
 through ``spec/RingBuffer.tla``'s actions: each event must be the actor's next
@@ -18,10 +18,12 @@ import itertools
 from dataclasses import replace
 
 import pytest
+from support.trace_mutants import MUTANTS, ring_hooks
 
-from spec import tlc
-from verifiedring.testing.trace import REASONS, TraceEvent, Verdict
-from verifiedring.testing.trace_runs import MUTANTS, Recording, RunConfig, record_run
+from verifiedring.testing import tlc
+from verifiedring.testing.replay import Verdict
+from verifiedring.testing.trace import REASONS, TraceEvent
+from verifiedring.testing.trace_runs import Recording, RunConfig, record_run
 
 MESSAGES = 200
 CAPACITY = 50000  # events; a correct 2x2 run of 200 messages records about 4,000-6,000
@@ -104,7 +106,8 @@ def test_the_trace_of_a_broken_ring_is_rejected(mutant: str) -> None:
         2,
         2,
         RunConfig(
-            60, abort_every=ABORT_EVERY, raise_every=RAISE_EVERY, mutant=mutant, stall_timeout=2.0
+            60, abort_every=ABORT_EVERY, raise_every=RAISE_EVERY, stall_timeout=2.0,
+            **ring_hooks(mutant),
         ),
         capacity=4000,
         time_limit=30.0,

@@ -15,9 +15,9 @@ import contextlib
 import dataclasses
 import logging
 import math
-import multiprocessing as mp
 import os
 import pickle
+import queue
 import select
 import signal
 import socket
@@ -29,8 +29,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from verifiedring import MessageQueue, MisuseError, RingTimeoutError
+from verifiedring import BrokenPeerError, MessageQueue, MisuseError, RingTimeoutError
 from verifiedring.queue.handle import Handle
+from verifiedring.testing import wait_blocked
+from verifiedring.testing.launcher import Channel, Supervisor, Task, channel
 
 HOST = "vr-fault"
 LOOPBACK = "127.0.0.1"
@@ -43,10 +45,6 @@ Obs = dict[str, Any]
 
 
 # --- small tools -------------------------------------------------------------------
-
-
-def spawn() -> Any:
-    return mp.get_context("spawn")
 
 
 def listing() -> list[str]:
@@ -80,8 +78,13 @@ def wait_alone(bound: float = 10.0) -> float:
     return time.monotonic() - t0
 
 
-def outcome(call: Callable[[], Any], bound: float = BOUND) -> Obs:
-    """Run ``call`` in a thread for at most ``bound`` s: what it raised or returned, when."""
+def outcome(
+    call: Callable[[], Any],
+    bound: float = BOUND,
+    started: Callable[[threading.Thread], None] | None = None,
+) -> Obs:
+    """Run ``call`` in a thread for at most ``bound`` s: what it raised or returned, when.
+    ``started`` is given that thread once it runs (e.g. to wait until it blocks)."""
     box: list[Any] = []
     t0 = time.monotonic()
 
@@ -94,6 +97,8 @@ def outcome(call: Callable[[], Any], bound: float = BOUND) -> Obs:
 
     th = threading.Thread(target=run, daemon=True)
     th.start()
+    if started is not None:
+        started(th)
     th.join(bound)
     if not box:
         return {"error": None, "hung": True, "seconds": bound, "message": "", "value": None}
@@ -135,14 +140,6 @@ def round_trip(w: MessageQueue, readers: list[MessageQueue], obj: Any) -> bool:
     return all(r.dequeue(T) == obj for r in readers)
 
 
-def reap(procs: list[Any]) -> None:
-    for p in procs:
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-        p.join(T)
-
-
 class Logs(logging.Handler):
     """The verifiedring logger's records while it is installed."""
 
@@ -169,64 +166,92 @@ class Logs(logging.Handler):
 # --- processes of the cases ----------------------------------------------------
 
 
-def reader_proc(handle: Handle, rank: int, out: Any, stop: Any) -> None:
-    """Attach ``rank``, then report every message (rank, value) until ``stop`` is set or
-    an error other than a timeout ends it: then (rank, "error", type, message)."""
+def reader_proc(handle: Handle, rank: int) -> None:
+    """A reader (a Supervisor task): attach ``rank``, then report on its channel every
+    message (rank, "got", value) until told "stop" or an error other than a timeout
+    ends it: then (rank, "error", type, message)."""
+    line = channel()
     with MessageQueue.create_from_handle(handle, rank) as r:
         r.wait_until_ready(T)
-        out.put((rank, "ready", os.getpid()))
-        while not stop.is_set():
+        line.send((rank, "ready", os.getpid()))
+        while not line.poll():
             try:
-                out.put((rank, "got", r.dequeue(0.2)))
+                line.send((rank, "got", r.dequeue(0.2)))
             except RingTimeoutError:
                 continue
             except Exception as exc:
-                out.put((rank, "error", type(exc).__name__, str(exc)))
+                line.send((rank, "error", type(exc).__name__, str(exc)))
                 return
 
 
-def writer_proc(
-    n_reader: int, n_local: int, out: Any, go: Any, group: bool, overflow_death: Any
-) -> None:
-    """A writer: handshake, send "first", wait for ``go``; then (overflow_death) send a
-    large object and die right after publishing its overflow marker."""
+def readers(handle: Handle, ranks: list[int], names: list[str] | None = None) -> Supervisor:
+    """Spawned :func:`reader_proc` tasks, one per rank, named ``rank <r>`` (or ``names``)."""
+    names = names or [f"rank {r}" for r in ranks]
+    return Supervisor([Task(reader_proc, (handle, r), name=n) for r, n in zip(ranks, names,
+                                                                             strict=True)])
+
+
+def stop_readers(run: Supervisor) -> None:
+    """Tell every reader to stop (each still running closes its queue end), then reap."""
+    for name in run.names:
+        with contextlib.suppress(OSError):
+            run.channel(name).send("stop")
+    run.wait(T)
+
+
+def writer_proc(n_reader: int, n_local: int, group: bool, overflow_death: bool) -> None:
+    """A writer (a Supervisor task): handshake, send "first", wait for "go" on its channel;
+    then (overflow_death) send a large object and die right after publishing its overflow
+    marker, else say "parked" and wait to be killed."""
+    ch = channel()
     if group:
         os.setpgid(0, 0)  # before the resource tracker starts: it joins this group
     kw: dict[str, Any] = {"max_chunk_bytes": 1024, "max_chunks": 2}
     if n_local < n_reader:
         kw["connect_ip"] = LOOPBACK
     with MessageQueue(n_reader, n_local, **kw) as w:
-        if overflow_death is not None:
+        if overflow_death:
             from verifiedring.testing.faults import before_local_frame
 
             def die() -> None:
-                overflow_death.set()  # the marker is in the ring: its frame never follows
+                ch.send("marker published")  # the marker is in the ring: no frame follows
+                ch.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
 
             before_local_frame(w, die)
-        out.put((w.export_handle(), os.getpid()))
+        ch.send(w.export_handle())
         w.wait_until_ready(T)
         w.enqueue("first", timeout=T)
-        go.wait(T)
-        if overflow_death is not None:
+        if ch.recv(T) != "go":
+            raise AssertionError("the writer's driver did not say go")
+        if overflow_death:
             w.enqueue(b"x" * 10_000, timeout=T)  # too large for a chunk: marker, then frame
+        ch.send("parked")
         time.sleep(T)  # killed here
 
 
-def collect(out: Any, want: Callable[[list[tuple[Any, ...]]], bool], bound: float = T) -> list[
-    tuple[Any, ...]
-]:
-    """Reports from ``out`` (a queue, or a list of them) until ``want(reports)`` or
-    ``bound`` seconds. A process that may be killed or stopped gets a queue of its own:
-    killed or stopped while it holds a shared queue's write lock, it would block every
-    other writer of that queue (a multiprocessing hazard, not the library's)."""
-    queues = out if isinstance(out, list) else [out]
+def _writer(local: bool, group: bool = False, overflow_death: bool = False) -> Supervisor:
+    """The spawned writer of one local (or remote) reader, as a Supervisor task "writer"."""
+    return Supervisor([Task(writer_proc, (1, 1 if local else 0, group, overflow_death),
+                            name="writer")])
+
+
+def collect(
+    lines: Channel | list[Channel], want: Callable[[list[tuple[Any, ...]]], bool], bound: float = T
+) -> list[tuple[Any, ...]]:
+    """Reports from ``lines`` (task channels) until ``want(reports)`` or ``bound`` seconds.
+    Each task has a line of its own, so one killed or stopped blocks no other's reports."""
+    open_lines = list(lines) if isinstance(lines, list) else [lines]
     got: list[tuple[Any, ...]] = []
     deadline = time.monotonic() + bound
-    while not want(got) and time.monotonic() < deadline:
-        for q in queues:
-            with contextlib.suppress(Exception):
-                got.append(q.get(timeout=0.1 / len(queues)))
+    while open_lines and not want(got) and time.monotonic() < deadline:
+        for line in list(open_lines):
+            try:
+                got.append(line.recv(0.1 / len(open_lines)))
+            except TimeoutError:
+                continue
+            except BrokenPeerError:  # that task has gone: nothing more from it
+                open_lines.remove(line)
     return got
 
 
@@ -239,25 +264,21 @@ def received(reports: list[tuple[Any, ...]], rank: int) -> list[Any]:
 
 def reader_killed(channel: str) -> Obs:
     """Two readers; SIGKILL rank 1; the writer, filling with timeout=None, is told."""
-    ctx = spawn()
-    outs, stop = [ctx.Queue(), ctx.Queue()], ctx.Event()  # one each: rank 1 is killed
     local = channel == "local"
     w = MessageQueue(
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
         max_chunk_bytes=SMALL, remote_window=4,
     )
-    h = w.export_handle()
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, outs[rank], stop))
-             for rank in (0, 1)]
-    for p in procs:
-        p.start()
-    obs: Obs = {"pids": [p.pid for p in procs]}
+    run = readers(w.export_handle(), [0, 1])
+    run.start()
+    lines = [run.channel(n) for n in run.names]
+    obs: Obs = {"pids": [run.pid(n) for n in run.names]}
     try:
         w.wait_until_ready(T)
         w.enqueue("one", timeout=T)
-        collect(outs, lambda g: len([x for x in g if x[1] == "got"]) == 2)
+        collect(lines, lambda g: len([x for x in g if x[1] == "got"]) == 2)
         sent = ["one"]
-        os.kill(procs[1].pid, signal.SIGKILL)
+        run.signal("rank 1", signal.SIGKILL)
         t_kill = time.monotonic()
 
         def fill() -> None:
@@ -268,13 +289,12 @@ def reader_killed(channel: str) -> Obs:
         obs["fill"] = outcome(fill)
         obs["detect_seconds"] = time.monotonic() - t_kill
         obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
-        reports = collect(outs[0], lambda g: len(received(g, 0)) >= len(sent) - 1, bound=5.0)
+        reports = collect(lines[0], lambda g: len(received(g, 0)) >= len(sent) - 1, bound=5.0)
         obs["rank0_got"] = ["one", *received(reports, 0)]
         obs["sent"] = sent
         obs["rank0_errors"] = [r for r in reports if r[0] == 0 and r[1] == "error"]
     finally:
-        stop.set()
-        reap(procs)
+        stop_readers(run)
         w.close()
     return obs
 
@@ -282,17 +302,13 @@ def reader_killed(channel: str) -> Obs:
 def reader_stopped() -> Obs:
     """Local ranks 0, 1 and remote rank 2; SIGSTOP rank 1: the writer's timeouts and
     stall log name rank 1, ranks 0 and 2 get every message; after SIGCONT all is well."""
-    ctx = spawn()
-    outs, stop = [ctx.Queue() for _ in range(3)], ctx.Event()  # one each: rank 1 is stopped
     w = MessageQueue(
         3, 2, [0, 1], connect_ip=LOOPBACK, max_chunks=4, max_chunk_bytes=SMALL, remote_window=64
     )
-    h = w.export_handle()
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, outs[rank], stop))
-             for rank in (0, 1, 2)]
-    for p in procs:
-        p.start()
-    obs: Obs = {"pids": [p.pid for p in procs]}
+    run = readers(w.export_handle(), [0, 1, 2])
+    run.start()
+    outs = [run.channel(n) for n in run.names]
+    obs: Obs = {"pids": [run.pid(n) for n in run.names]}
     sent: list[Any] = []
     try:
         w.wait_until_ready(T)
@@ -300,7 +316,7 @@ def reader_stopped() -> Obs:
             w.enqueue(i, timeout=T)
             sent.append(i)
         reports = collect(outs, lambda g: all(len(received(g, r)) == 2 for r in (0, 1, 2)))
-        os.kill(procs[1].pid, signal.SIGSTOP)
+        run.signal("rank 1", signal.SIGSTOP)
         errors = []
         for i in range(2, 12):
             try:
@@ -321,7 +337,7 @@ def reader_stopped() -> Obs:
         obs["others_got"] = {r: received(reports, r) for r in (0, 2)}
         obs["others_errors"] = [r for r in reports if r[1] == "error"]
         obs["sent"] = list(sent)
-        os.kill(procs[1].pid, signal.SIGCONT)
+        run.signal("rank 1", signal.SIGCONT)
         w.enqueue("after", timeout=T)
         sent.append("after")
         more = collect(outs, lambda g: all(len(received(reports + g, r)) == len(sent)
@@ -330,8 +346,8 @@ def reader_stopped() -> Obs:
         obs["all_got"] = {r: received(reports, r) for r in (0, 1, 2)}
         obs["all_sent"] = sent
     finally:
-        stop.set()
-        reap(procs)
+        run.signal("rank 1", signal.SIGCONT)  # a stopped reader cannot stop
+        stop_readers(run)
         w.close()
     return obs
 
@@ -342,35 +358,27 @@ def reader_stopped() -> Obs:
 def writer_killed(channel: str, group: bool) -> Obs:
     """This process is reader 0 of a spawned writer; SIGKILL the writer (or its whole
     process group): dequeue(timeout=None) raises BrokenPeerError naming it."""
-    ctx = spawn()
-    out, go = ctx.Queue(), ctx.Event()
     local = channel == "local"
-    proc = ctx.Process(target=writer_proc, args=(1, 1 if local else 0, out, go, group, None))
-    proc.start()
     obs: Obs = {}
-    try:
-        handle, pid = out.get(timeout=T)
+    with _writer(local, group) as run:
+        line, pid = run.channel("writer"), run.pid("writer")
         obs["writer_pid"] = pid
-        with MessageQueue.create_from_handle(handle, 0 if local else 1) as r:
+        with MessageQueue.create_from_handle(line.recv(T), 0 if local else 1) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
-            go.set()
-            time.sleep(0.2)
+            line.send("go")
+            if line.recv(T) != "parked":  # done with the queue: now it waits to be killed
+                raise AssertionError("the writer did not park")
             obs["group_members"] = sorted(
                 p for p in (int(x) for x in os.listdir("/proc") if x.isdigit())
                 if p not in (1, os.getpid()) and _pgid(p) == pid
             )
-            if group:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
+            run.signal("writer", signal.SIGKILL, group=group)
             obs["dequeue"] = outcome(lambda: r.dequeue(None))
             obs["again"] = error_of(lambda: r.dequeue(0))
-        proc.join(T)
-        obs["exitcode"] = proc.exitcode
+        (ended,) = run.wait(T)
+        obs["exitcode"] = ended.exitcode
         obs["settle_seconds"] = wait_alone()
-    finally:
-        reap([proc])
     return obs
 
 
@@ -384,53 +392,46 @@ def _pgid(pid: int) -> int:
 def overflow_death() -> Obs:
     """The writer dies right after publishing an overflow marker, before its frame: the
     local reader, waiting with timeout=None, raises BrokenPeerError naming it."""
-    ctx = spawn()
-    out, go, marked = ctx.Queue(), ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=writer_proc, args=(1, 1, out, go, False, marked))
-    proc.start()
     obs: Obs = {}
-    try:
-        handle, pid = out.get(timeout=T)
-        obs["writer_pid"] = pid
-        with MessageQueue.create_from_handle(handle, 0) as r:
+    with _writer(local=True, overflow_death=True) as run:
+        line = run.channel("writer")
+        obs["writer_pid"] = run.pid("writer")
+        with MessageQueue.create_from_handle(line.recv(T), 0) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
             result: list[Obs] = []
-            th = threading.Thread(target=lambda: result.append(outcome(lambda: r.dequeue(None))))
-            th.start()  # the reader waits on the ring first
-            time.sleep(0.2)
-            go.set()
-            obs["marker_published"] = marked.wait(T)
+            dequeuing: queue.Queue[threading.Thread] = queue.Queue()
+            th = threading.Thread(target=lambda: result.append(
+                outcome(lambda: r.dequeue(None), started=dequeuing.put)))
+            th.start()
+            wait_blocked(dequeuing.get(timeout=T), T)  # the reader waits on the ring first
+            line.send("go")
+            try:
+                obs["marker_published"] = line.recv(T) == "marker published"
+            except (TimeoutError, BrokenPeerError):
+                obs["marker_published"] = False
             th.join(BOUND + 1)
             obs["dequeue"] = result[0] if result else {"hung": True}
             obs["pending"] = getattr(r, "_pending", "n/a")
             obs["again"] = error_of(lambda: r.dequeue(0))
-        proc.join(T)
-        obs["exitcode"] = proc.exitcode
+        (ended,) = run.wait(T)
+        obs["exitcode"] = ended.exitcode
         wait_alone()
-    finally:
-        reap([proc])
     return obs
 
 
 def writer_stopped_remote() -> Obs:
     """SIGSTOP the writer of a remote reader: its heartbeats stop, so the reader waiting
     with timeout=None is told within about the heartbeat timeout."""
-    ctx = spawn()
-    out, go = ctx.Queue(), ctx.Event()
-    proc = ctx.Process(target=writer_proc, args=(1, 0, out, go, False, None))
-    proc.start()
     obs: Obs = {}
-    try:
-        handle, pid = out.get(timeout=T)
-        obs["writer_pid"] = pid
-        with MessageQueue.create_from_handle(handle, 1) as r:
+    with _writer(local=False) as run:
+        line = run.channel("writer")
+        obs["writer_pid"] = run.pid("writer")
+        with MessageQueue.create_from_handle(line.recv(T), 1) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
-            os.kill(pid, signal.SIGSTOP)
+            run.signal("writer", signal.SIGSTOP)
             obs["dequeue"] = outcome(lambda: r.dequeue(None))
-    finally:
-        reap([proc])
     return obs
 
 
@@ -647,13 +648,16 @@ def raw_exchange(addr: str, payload: bytes, bound: float = 2.0) -> Obs:
     return {"received": len(got), "closed": closed, "raw": bytes(got[:4096])}
 
 
-def remote_reader_proc(handle: Handle, out: Any, pause_after: int, resume: Any, n: int) -> None:
+def remote_reader_proc(handle: Handle, pause_after: int, n: int) -> None:
+    """Remote reader 1 (a Supervisor task): send each of ``n`` messages on its channel,
+    pausing after ``pause_after`` until told "resume"."""
+    line = channel()
     with MessageQueue.create_from_handle(handle, 1) as r:
         r.wait_until_ready(T)
         for i in range(n):
-            if i == pause_after:
-                resume.wait(T)
-            out.put(r.dequeue(T))
+            if i == pause_after and line.recv(T) != "resume":
+                raise AssertionError("the driver did not say resume")
+            line.send(r.dequeue(T))
 
 
 def outsiders() -> Obs:
@@ -661,6 +665,7 @@ def outsiders() -> Obs:
     keys), raw floods, replays of a real reader's recorded bytes, forged acks -- while
     the writer sends with enqueue(timeout=1) to its one real reader."""
     import zmq
+    from support.outsiders import Outsiders
 
     window, n_msgs, secret = 8, 40, b"SECRET-PAYLOAD-"
     w = MessageQueue(1, 0, connect_ip=LOOPBACK, remote_window=window)
@@ -670,49 +675,17 @@ def outsiders() -> Obs:
     proxied = dataclasses.replace(
         h, remote_subscribe_addr=sub_rec.address, remote_ack_addr=ack_rec.address
     )
-    ctx_mp = spawn()
-    out, resume = ctx_mp.Queue(), ctx_mp.Event()
     pause_after = 16
-    reader = ctx_mp.Process(
-        target=remote_reader_proc, args=(proxied, out, pause_after, resume, n_msgs)
-    )
+    reader = Supervisor([Task(remote_reader_proc, (proxied, pause_after, n_msgs), name="reader")])
     reader.start()
-    server_public = h.curve.server_public
-    zctx: zmq.Context[Any] = zmq.Context()
-    socks: list[Any] = []
-    stop_flood = threading.Event()
+    out = reader.channel("reader")
+    outsider = Outsiders(h.curve.server_public)
     obs: Obs = {}
-
-    def outsider(kind: int, addr: str, keys: bool) -> Any:
-        s = zctx.socket(kind)
-        s.setsockopt(zmq.LINGER, 0)
-        if keys:
-            pub, sec = zmq.curve_keypair()
-            s.curve_serverkey = server_public
-            s.curve_publickey, s.curve_secretkey = pub, sec
-        if kind == zmq.SUB:
-            s.setsockopt(zmq.SUBSCRIBE, b"")
-        s.connect(addr)
-        socks.append(s)
-        return s
-
-    def flood() -> None:
-        junk = os.urandom(65536)
-        while not stop_flood.is_set():
-            for addr in (h.remote_subscribe_addr, h.remote_ack_addr):
-                with contextlib.suppress(OSError), socket.create_connection(
-                    _tcp(addr or ""), timeout=0.5
-                ) as s:
-                    s.sendall(junk)
-            time.sleep(0.01)
-
     try:
         w.wait_until_ready(T)
-        subs = [outsider(zmq.SUB, h.remote_subscribe_addr, k) for k in (False, True)]
-        ackers = [outsider(zmq.PUSH, h.remote_ack_addr, k) for k in (False, True)]
-        flooders = [threading.Thread(target=flood, daemon=True) for _ in range(2)]
-        for f in flooders:
-            f.start()
+        subs = [outsider.socket(zmq.SUB, h.remote_subscribe_addr, keys=k) for k in (False, True)]
+        ackers = [outsider.socket(zmq.PUSH, h.remote_ack_addr, keys=k) for k in (False, True)]
+        outsider.flood(h.remote_subscribe_addr, h.remote_ack_addr)
         durations: list[float] = []
         forged = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
         for i in range(pause_after + window):
@@ -722,18 +695,19 @@ def outsiders() -> Obs:
             t0 = time.monotonic()
             w.enqueue((i, secret * 2000), timeout=1.0)  # never delayed by an outsider
             durations.append(time.monotonic() - t0)
-        time.sleep(0.3)  # the real reader has taken what it takes before its pause
+        # the real reader has taken what it takes before its pause (and acked it)
+        got = [out.recv(T) for _ in range(pause_after)]
         obs["window_full"] = error_of(lambda: w.enqueue("over", timeout=0.5))
         obs["replay_sub"] = raw_exchange(h.remote_subscribe_addr, bytes(sub_rec.sent))
         obs["replay_ack"] = raw_exchange(h.remote_ack_addr, bytes(ack_rec.sent))
         obs["replayed_bytes"] = (len(sub_rec.sent), len(ack_rec.sent))
         obs["window_still_full"] = error_of(lambda: w.enqueue("over", timeout=0.5))
-        resume.set()
+        out.send("resume")
         for i in range(pause_after + window, n_msgs):
             t0 = time.monotonic()
             w.enqueue((i, secret * 2000), timeout=T)
             durations.append(time.monotonic() - t0)
-        got = [out.get(timeout=T) for _ in range(n_msgs)]
+        got += [out.recv(T) for _ in range(n_msgs - pause_after)]
         obs["reader_got_all"] = got == [(i, secret * 2000) for i in range(n_msgs)]
         obs["max_enqueue_seconds"] = max(durations[: pause_after + window])
         obs["outsider_frames"] = sum(1 for s in subs if s.poll(300))
@@ -741,13 +715,10 @@ def outsiders() -> Obs:
         obs["replay_leaked_secret"] = secret in obs["replay_sub"]["raw"]
         del obs["replay_sub"]["raw"], obs["replay_ack"]["raw"]
     finally:
-        stop_flood.set()
-        for s in socks:
-            s.close(linger=0)
-        zctx.term()
+        outsider.close()
         sub_rec.close()
         ack_rec.close()
-        reap([reader])
+        reader.stop()
         w.close()
     return obs
 
@@ -874,23 +845,18 @@ def mapped_unspecified() -> Obs:
 
 def claimed_twice(channel: str) -> Obs:
     """Two processes claim the same reader rank: the handshake fails naming both."""
-    ctx = spawn()
-    out, stop = ctx.Queue(), ctx.Event()
     local = channel == "local"
     w = MessageQueue(
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK,
         max_chunk_bytes=SMALL,
     )
-    h = w.export_handle()
     rank = 0 if local else 5
-    procs = [ctx.Process(target=reader_proc, args=(h, rank, out, stop)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    obs: Obs = {"pids": [p.pid for p in procs], "rank": rank}
+    run = readers(w.export_handle(), [rank, rank], names=["claimant 0", "claimant 1"])
+    run.start()
+    obs: Obs = {"pids": [run.pid(n) for n in run.names], "rank": rank}
     try:
         obs["handshake"] = outcome(lambda: w.wait_until_ready(T), bound=T)
     finally:
-        stop.set()
-        reap(procs)
+        stop_readers(run)
         w.close()
     return obs

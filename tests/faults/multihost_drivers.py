@@ -13,8 +13,8 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -24,16 +24,15 @@ from faults.drivers import (
     collect,
     error_of,
     outcome,
-    reader_proc,
-    reap,
+    readers,
     received,
     remote_reader_proc,
-    spawn,
+    stop_readers,
 )
 from stress.queue import Config, make_object, reader_main
 from verifiedring import MessageQueue
 from verifiedring.hosts import host_identity, writer_connect_ip
-from verifiedring.testing.launcher import Supervisor, Task, problems
+from verifiedring.testing.launcher import Supervisor, Task, problems, run_tasks
 from verifiedring.testing.multihost import Site
 
 Obs = dict[str, Any]
@@ -143,18 +142,16 @@ def gloo_host(site: Site, ranks: list[int], world: int, writer: int) -> Obs:
 # --- a cut-off writer host, a killed remote reader -------------------------------------
 
 
-def _writer_with_local_reader(site: Site, n_remote: int) -> tuple[MessageQueue, Any, Any, Any]:
-    """A writer on this host with local reader 0 (spawned) and ``n_remote`` remote ranks
-    1..n_remote elsewhere; the handle is published as "handle"."""
+def _writer_with_local_reader(site: Site, n_remote: int) -> tuple[MessageQueue, Supervisor]:
+    """A writer on this host with local reader 0 (spawned, task "rank 0") and ``n_remote``
+    remote ranks 1..n_remote elsewhere; the handle is published as "handle"."""
     w = MessageQueue(1 + n_remote, 1, [0], connect_ip=writer_connect_ip(), max_chunks=4,
                      max_chunk_bytes=SMALL, remote_window=4)
     handle = w.export_handle()
     site.put("handle", handle)
-    ctx = spawn()
-    out, stop = ctx.Queue(), ctx.Event()
-    local = ctx.Process(target=reader_proc, args=(handle, 0, out, stop))
+    local = readers(handle, [0])
     local.start()
-    return w, local, out, stop
+    return w, local
 
 
 def _fill_until_broken(w: MessageQueue, sent: list[Any]) -> Obs:
@@ -166,43 +163,56 @@ def _fill_until_broken(w: MessageQueue, sent: list[Any]) -> Obs:
     return outcome(fill)
 
 
-def _local_reader_report(w: MessageQueue, sent: list[Any], local: Any, out: Any,
-                         stop: Any) -> Obs:
+def _local_reader_report(w: MessageQueue, sent: list[Any], local: Supervisor) -> Obs:
     """What the local reader got of ``sent``, its errors, and what it saw in the
     ``CLOSE_GRACE`` seconds after the writer's close (its process living on)."""
+    out = local.channel("rank 0")
     reports = collect(out, lambda g: len(received(g, 0)) >= len(sent))
     w.close()
     reports += collect(out, lambda g: any(r[1] == "error" for r in g), bound=CLOSE_GRACE)
-    stop.set()
-    reap([local])
+    stop_readers(local)
     return {"local_got": received(reports, 0),
             "local_errors": [r[2] for r in reports if r[1] == "error"]}
 
 
-def writer_cut_off(site: Site) -> Obs:
-    """Host A: writer + local reader 0; remote reader 1 on host B. After a warm-up this
-    host takes itself off the network; the writer, filling with timeout=None, is told."""
-    w, local, out, stop = _writer_with_local_reader(site, 1)
-    obs: Obs = {"writer_pid": os.getpid()}
+def _writer_side_fault(
+    site: Site, n_remote: int, fault: Callable[[int], tuple[float, Obs]]
+) -> Obs:
+    """Host A's part of a fault: writer + local reader 0 warm up with 3 messages; then
+    ``fault(3)`` makes the fault happen (returning when it did, and what it observed),
+    and the writer, filling with timeout=None, must be told; then what the local reader got."""
+    w, local = _writer_with_local_reader(site, n_remote)
+    obs: Obs = {}
     try:
         w.wait_until_ready(T)
         sent = [f"warm {i}" for i in range(3)]
         for m in sent:
             w.enqueue(m, timeout=T)
+        at, seen = fault(len(sent))
+        obs.update(seen)
+        obs["fill"] = _fill_until_broken(w, sent)
+        obs["detect_seconds"] = time.monotonic() - at
+        obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
+        obs["sent"] = list(sent)
+        obs.update(_local_reader_report(w, sent, local))
+    finally:
+        stop_readers(local)
+        w.close()
+    return obs
+
+
+def writer_cut_off(site: Site) -> Obs:
+    """Host A: writer + local reader 0; remote reader 1 on host B. After a warm-up this
+    host takes itself off the network; the writer, filling with timeout=None, is told."""
+
+    def cut(warm: int) -> tuple[float, Obs]:
         site.get("remote warm", T)
         site.cut_off()
         t_cut = time.monotonic()
         site.put("cut", t_cut)
-        obs["fill"] = _fill_until_broken(w, sent)
-        obs["detect_seconds"] = time.monotonic() - t_cut
-        obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
-        obs["sent"] = list(sent)
-        obs.update(_local_reader_report(w, sent, local, out, stop))
-    finally:
-        stop.set()
-        reap([local])
-        w.close()
-    return obs
+        return t_cut, {"writer_pid": os.getpid()}
+
+    return _writer_side_fault(site, 1, cut)
 
 
 def remote_reader_cut_off(site: Site) -> Obs:
@@ -222,48 +232,31 @@ def remote_reader_cut_off(site: Site) -> Obs:
 def writer_remote_killed(site: Site) -> Obs:
     """Host A: writer + local reader 0; remote readers 1 and 2 on host B, which kills 2.
     The writer, filling with timeout=None, is told which reader on which host is gone."""
-    w, local, out, stop = _writer_with_local_reader(site, 2)
-    obs: Obs = {}
-    try:
-        w.wait_until_ready(T)
-        sent = [f"warm {i}" for i in range(3)]
-        for m in sent:
-            w.enqueue(m, timeout=T)
-        site.put("warm sent", len(sent))
-        killed = site.get("killed", T)
-        obs["killed_pid"] = killed["pid"]
-        obs["fill"] = _fill_until_broken(w, sent)
-        obs["detect_seconds"] = time.monotonic() - killed["at"]
-        obs["after"] = error_of(lambda: w.enqueue("after", timeout=0))
-        obs["sent"] = list(sent)
-        obs.update(_local_reader_report(w, sent, local, out, stop))
-    finally:
-        stop.set()
-        reap([local])
-        w.close()
-    return obs
+
+    def killed(warm: int) -> tuple[float, Obs]:
+        site.put("warm sent", warm)
+        news = site.get("killed", T)
+        return news["at"], {"killed_pid": news["pid"]}
+
+    return _writer_side_fault(site, 2, killed)
 
 
 def remote_readers_one_killed(site: Site) -> Obs:
-    """Host B: remote readers 1 and 2 (spawned, a report queue each); SIGKILL rank 2."""
-    handle = site.get("handle", T)
-    ctx = spawn()
-    outs, stop = {1: ctx.Queue(), 2: ctx.Queue()}, ctx.Event()
-    procs = {r: ctx.Process(target=reader_proc, args=(handle, r, outs[r], stop)) for r in (1, 2)}
-    for p in procs.values():
-        p.start()
+    """Host B: remote readers 1 and 2 (spawned, a channel each); SIGKILL rank 2."""
+    run = readers(site.get("handle", T), [1, 2])
+    run.start()
+    outs = {r: run.channel(f"rank {r}") for r in (1, 2)}
     obs: Obs = {}
     try:
         n = site.get("warm sent", T)
         reports = collect(list(outs.values()),
                           lambda g: all(len(received(g, r)) == n for r in (1, 2)))
         obs["warm"] = {r: received(reports, r) for r in (1, 2)}
-        os.kill(procs[2].pid, signal.SIGKILL)
-        site.put("killed", {"pid": procs[2].pid, "at": time.monotonic()})
+        run.signal("rank 2", signal.SIGKILL)
+        site.put("killed", {"pid": run.pid("rank 2"), "at": time.monotonic()})
         obs["survivor"] = collect(outs[1], lambda g: any(x[1] == "error" for x in g), bound=T)
     finally:
-        stop.set()
-        reap(list(procs.values()))
+        stop_readers(run)
     return obs
 
 
@@ -302,50 +295,21 @@ def outsider_host(site: Site) -> Obs:
     """Host B: the real remote reader (spawned) and, in this process, the outsider: two
     subscribers (plaintext, made-up CURVE keys), ack forgers and raw TCP floods."""
     import zmq
+    from support.outsiders import Outsiders
 
     sub_addr, ack_addr = site.get("addresses", T)
     handle = site.get("handle", T)
-    ctx_mp = spawn()
-    out, resume = ctx_mp.Queue(), ctx_mp.Event()
-    reader = ctx_mp.Process(target=remote_reader_proc,
-                            args=(handle, out, OUTSIDER_MESSAGES, resume, OUTSIDER_MESSAGES))
+    reader = Supervisor([Task(remote_reader_proc, (handle, OUTSIDER_MESSAGES, OUTSIDER_MESSAGES),
+                              name="reader")])
     reader.start()
-    zctx: zmq.Context[Any] = zmq.Context()
-    socks: list[Any] = []
-    stop = threading.Event()
-    made_up_server, _ = zmq.curve_keypair()
-
-    def outsider(kind: int, addr: str, keys: bool) -> Any:
-        s = zctx.socket(kind)
-        s.setsockopt(zmq.LINGER, 0)
-        if keys:
-            s.curve_serverkey = made_up_server
-            s.curve_publickey, s.curve_secretkey = zmq.curve_keypair()
-        if kind == zmq.SUB:
-            s.setsockopt(zmq.SUBSCRIBE, b"")
-        s.connect(addr)
-        socks.append(s)
-        return s
-
-    def flood() -> None:
-        junk = os.urandom(65536)
-        while not stop.is_set():
-            for addr in (sub_addr, ack_addr):
-                host, port = addr.removeprefix("tcp://").rsplit(":", 1)
-                with contextlib.suppress(OSError), socket.create_connection(
-                    (host, int(port)), timeout=0.5
-                ) as s:
-                    s.sendall(junk)
-            time.sleep(0.01)
-
+    out = reader.channel("reader")
+    outsider = Outsiders()  # made-up CURVE keys name a made-up server key too
     forged = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
     obs: Obs = {}
     try:
-        subs = [outsider(zmq.SUB, sub_addr, k) for k in (False, True)]
-        ackers = [outsider(zmq.PUSH, ack_addr, k) for k in (False, True)]
-        flooders = [threading.Thread(target=flood, daemon=True) for _ in range(2)]
-        for f in flooders:
-            f.start()
+        subs = [outsider.socket(zmq.SUB, sub_addr, keys=k) for k in (False, True)]
+        ackers = [outsider.socket(zmq.PUSH, ack_addr, keys=k) for k in (False, True)]
+        outsider.flood(sub_addr, ack_addr)
         site.put("outsider up", True)
         got = []
         deadline = time.monotonic() + T
@@ -353,18 +317,15 @@ def outsider_host(site: Site) -> Obs:
             for a in ackers:
                 with contextlib.suppress(zmq.Again):
                     a.send(forged, zmq.NOBLOCK)
-            with contextlib.suppress(Exception):
-                got.append(out.get(timeout=0.05))
+            with contextlib.suppress(TimeoutError):
+                got.append(out.recv(0.05))
         obs["reader_got_all"] = got == [(i, b"SECRET" * 1000) for i in range(OUTSIDER_MESSAGES)]
         site.put("reader done", True)
         obs["outsider_frames"] = sum(1 for s in subs if s.poll(300))
         site.get("writer done", T)
     finally:
-        stop.set()
-        for s in socks:
-            s.close(linger=0)
-        zctx.term()
-        reap([reader])
+        outsider.close()
+        reader.stop()
     return obs
 
 
@@ -399,8 +360,7 @@ def mesh_host(site: Site) -> Obs:
     obs: Obs = {"name": socket.gethostname(), "links": sorted(n for _, n in socket.if_nameindex()),
                 "identity": host_identity(), "peers": peers, "heard": sorted(heard),
                 "shm": sorted(os.listdir("/dev/shm")), "connect_ip": writer_connect_ip()}
-    with spawn().Pool(1) as pool:
-        obs["child_identity"] = pool.apply(_identity_of_child)
+    (obs["child_identity"],) = run_tasks([Task(_identity_of_child)], timeout=T)
     site.put(f"done {site.index}", True)
     for j in range(len(site.names)):
         site.get(f"done {j}", T)  # nobody's server goes before everyone connected

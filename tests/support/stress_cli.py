@@ -19,7 +19,8 @@ def run_stress(kind: str, *args: str, timeout: float = 120) -> dict[str, object]
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # this tree's package and its stress/ and spec/, whatever else is installed
+        env={**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "src"), str(ROOT)))},
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no summary (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"

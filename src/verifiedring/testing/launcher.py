@@ -7,6 +7,9 @@ one) get ``failure_grace`` seconds, then are killed; at the deadline every
 process still running is killed. Each ends with one :class:`Outcome`. Only the
 processes a supervisor started are ever killed, and leaving its ``with`` block
 kills and reaps any still running, whatever happened in the parent meanwhile.
+While they run, :meth:`Supervisor.pid` and :meth:`Supervisor.signal` reach one task
+by name, and each task has a :class:`Channel` of its own to the parent
+(:meth:`Supervisor.channel` there, :func:`channel` inside the task).
 
 :func:`run_tasks` is the one-call form that raises on any failure, and
 :func:`run_group` builds a torch.distributed world on it: a FileStore
@@ -17,6 +20,8 @@ ranks of :func:`run_group`.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import multiprocessing as mp
 import os
 import queue as queue_mod
@@ -58,12 +63,14 @@ class Task:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one task ended: ``status`` is one of OK, RAISED, DIED, TIMED_OUT, STOPPED."""
+    """How one task ended: ``status`` is one of OK, RAISED, DIED, TIMED_OUT, STOPPED;
+    ``exitcode`` its process's (negative: the signal that ended it)."""
 
     name: str
     status: str
     value: Any = None
     error: str = ""
+    exitcode: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -78,8 +85,67 @@ class Outcome:
         return f"{self.name} {self.status}" + (f": {self.error}" if self.error else "")
 
 
-def _child(index: int, task: Task, results: Any) -> None:
+class Channel:
+    """A task's two-way line to its supervisor: two queues of its own, so a task killed
+    or stopped mid-message blocks no other task's line, and a send never waits for the
+    other end to read. Messages must be picklable. On the supervisor's side, ``alive``
+    tells whether the task still runs: once it has ended, :meth:`recv` says so."""
+
+    def __init__(
+        self, inbox: Any, outbox: Any, peer: str, alive: Callable[[], bool] | None = None
+    ) -> None:
+        self._inbox = inbox
+        self._outbox = outbox
+        self.peer = peer  # who is at the other end, for errors
+        self._alive = alive
+        self._ahead: list[Any] = []  # a message poll() took out early
+
+    def send(self, obj: Any) -> None:
+        self._outbox.put(obj)
+
+    def flush(self) -> None:
+        """Return once everything sent is on its way (a task about to end abruptly
+        calls it, so nothing it sent is lost); nothing more can be sent."""
+        self._outbox.close()
+        self._outbox.join_thread()
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Whether a message is there (waiting at most ``timeout`` seconds)."""
+        if not self._ahead:
+            with contextlib.suppress(queue_mod.Empty):
+                self._ahead.append(self._inbox.get(timeout=timeout) if timeout else
+                                   self._inbox.get_nowait())
+        return bool(self._ahead)
+
+    def recv(self, timeout: float) -> Any:
+        """The next message; :class:`TimeoutError` if none comes within ``timeout``
+        seconds, :class:`BrokenPeerError` once the task has ended and sent nothing more."""
+        deadline = time.monotonic() + timeout
+        while not self.poll(max(min(POLL, deadline - time.monotonic()), 0.0)):
+            if self._alive is not None and not self._alive() and not self.poll():
+                raise BrokenPeerError(f"{self.peer} has gone (it ended, nothing more came)")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no message from {self.peer} within {timeout:g} s")
+        return self._ahead.pop()
+
+
+def _running(proc: Any) -> bool:
+    return proc.exitcode is None
+
+
+_own: list[Channel] = []  # inside a task: its channel to the supervisor
+
+
+def channel() -> Channel:
+    """Inside a task a :class:`Supervisor` started: the task's channel to the parent."""
+    if not _own:
+        raise MisuseError("channel(): not inside a task started by a Supervisor")
+    return _own[0]
+
+
+def _child(index: int, task: Task, results: Any, inbox: Any, outbox: Any) -> None:
     os.environ.update(task.env)
+    _own.append(Channel(inbox, outbox, "the supervisor"))
     try:
         value = task.target(*task.args)
     except BaseException as e:
@@ -101,9 +167,19 @@ class Supervisor:
         ctx = mp.get_context("spawn")
         self._results: Any = ctx.Queue()
         self.names = [t.name or f"task{i}" for i, t in enumerate(tasks)]
+        if len(set(self.names)) != len(self.names):
+            raise MisuseError(f"Supervisor: task names must differ, got {self.names}")
+        to_task, from_task = [ctx.Queue() for _ in tasks], [ctx.Queue() for _ in tasks]
         self._procs = [
-            ctx.Process(target=_child, args=(i, t, self._results), name=self.names[i])
+            ctx.Process(
+                target=_child, args=(i, t, self._results, to_task[i], from_task[i]),
+                name=self.names[i],
+            )
             for i, t in enumerate(tasks)
+        ]
+        self._channels = [
+            Channel(from_task[i], to_task[i], name, functools.partial(_running, p))
+            for i, (name, p) in enumerate(zip(self.names, self._procs, strict=True))
         ]
         self._started = False
 
@@ -125,6 +201,30 @@ class Supervisor:
         self._started = True
         for p in self._procs:
             p.start()
+
+    def _index(self, name: str) -> int:
+        if name not in self.names:
+            raise MisuseError(f"Supervisor: no task named {name!r} (tasks: {self.names})")
+        return self.names.index(name)
+
+    def pid(self, name: str) -> int:
+        """The process id of task ``name`` (started)."""
+        pid = self._procs[self._index(name)].pid
+        if pid is None:
+            raise MisuseError(f"Supervisor.pid: {name!r} is not started")
+        return pid
+
+    def signal(self, name: str, sig: int, *, group: bool = False) -> None:
+        """Send ``sig`` to task ``name`` (to its process group, if ``group``: the task
+        made one of its own), if it still runs; never to a process it did not start."""
+        proc = self._procs[self._index(name)]
+        pid = self.pid(name)
+        if proc.exitcode is None:
+            (os.killpg if group else os.kill)(pid, sig)
+
+    def channel(self, name: str) -> Channel:
+        """The parent's end of task ``name``'s :class:`Channel`."""
+        return self._channels[self._index(name)]
 
     def wait(self, timeout: float, *, failure_grace: float = FAILURE_GRACE) -> list[Outcome]:
         """Each task's outcome, in task order, within ``timeout`` seconds from now."""
@@ -151,8 +251,14 @@ class Supervisor:
             late = Outcome("", STOPPED, error=f"killed {failure_grace:g} s after a failure")
         else:
             late = Outcome("", TIMED_OUT, error=f"killed at the {timeout:g} s deadline")
+        exits_by = time.monotonic() + JOIN_TIMEOUT
+        for i in done:  # a task that reported exits by itself (its exit code counts)
+            self._procs[i].join(max(exits_by - time.monotonic(), 0.0))
         self.stop()
-        return [done.get(i) or replace(late, name=self.names[i]) for i in range(n)]
+        return [
+            replace(done.get(i) or late, name=self.names[i], exitcode=p.exitcode)
+            for i, p in enumerate(self._procs)
+        ]
 
     def stop(self) -> None:
         """Kill the processes still running and reap them all."""

@@ -44,8 +44,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .namespaces import MIB, Namespace, NamespaceResult, Sandbox, _mounted_under, run_command
+from .namespaces import MIB, Namespace, NamespaceResult, Sandbox, run_command
 from .namespaces import unavailable_reason as _namespaces_reason
+from .ns_host import mounted_under
 
 __all__ = ["MultiHost", "Site", "run_hosts", "unavailable_reason"]
 
@@ -200,7 +201,7 @@ class MultiHost:
             self._lingering.extend(host.kill())
         if self.hub is not None:
             self._lingering.extend(self.hub.kill())
-        if self.exchange and not _mounted_under(self.exchange):
+        if self.exchange and not mounted_under(self.exchange):
             shutil.rmtree(self.exchange, ignore_errors=True)
 
     def leftovers(self) -> list[str]:
@@ -214,7 +215,7 @@ class MultiHost:
             if name in mine:
                 left.append(f"link {name} in the caller's network namespace")
         for ns in [*self.hosts, *([self.hub] if self.hub else [])]:
-            left.extend(f"mount {m}" for m in _mounted_under(ns.work))
+            left.extend(f"mount {m}" for m in mounted_under(ns.work))
             if os.path.exists(ns.work):
                 left.append(f"work directory {ns.work}")
         if self.exchange and os.path.exists(self.exchange):

@@ -50,12 +50,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .namespace_init import read_text
+from .ns_host import await_teardown, mounted_under, proc_children
+from .sandbox import MIB, NamespaceResult, Sandbox
 
 __all__ = [
+    "MIB",
     "Namespace",
     "NamespaceResult",
     "Sandbox",
@@ -66,7 +68,6 @@ __all__ = [
     "unavailable_reason",
 ]
 
-MIB = 1024 * 1024
 #: How long the host waits for the namespace's processes to be gone after its init exits.
 TEARDOWN_TIMEOUT = 5.0
 #: The namespace's init, run by path (it imports nothing of this package).
@@ -75,135 +76,6 @@ UNSHARE = (
     "unshare", "--mount", "--net", "--uts", "--ipc", "--pid", "--fork", "--kill-child",
     "--mount-proc", "--propagation", "private",
 )
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """How a namespace is set up, and the bounds of a run in it."""
-
-    #: Size of the private tmpfs on /dev/shm.
-    shm_bytes: int = 16 * MIB
-    #: Size of the private tmpfs that is TMPDIR.
-    tmp_bytes: int = 16 * MIB
-    #: The namespace's host name (UTS namespace).
-    hostname: str = "vr-sandbox"
-    #: Seconds the target may run; then it and every other process are killed.
-    timeout: float = 60.0
-    #: Seconds the processes the target left running may go on after it exited
-    #: (e.g. a resource tracker finishing its clean-up); then they are SIGKILLed.
-    settle: float = 5.0
-    #: Added to the environment of the target (TMPDIR is set to the private tmpfs).
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: The target's working directory (default: the caller's).
-    cwd: str | None = None
-    #: Extra ``/etc/hosts`` lines (name -> address), bind-mounted over the file inside.
-    hosts: Mapping[str, str] = field(default_factory=dict)
-    #: Commands run inside (as root, after the mounts, before the target), each
-    #: bounded by ``timeout``; one that fails ends the run (``setup_error``).
-    setup: Sequence[Sequence[str]] = ()
-
-
-@dataclass(frozen=True)
-class NamespaceResult:
-    """What one run did and left."""
-
-    #: The target's exit status (negative: the signal that killed it); ``None`` if it
-    #: never ended by itself (timed out, or the namespace could not be set up).
-    returncode: int | None
-    stdout: str
-    stderr: str
-    #: The target was still running at ``Sandbox.timeout`` (or the host's backstop).
-    timed_out: bool
-    #: Seconds from the target's start to its end, measured inside.
-    elapsed: float
-    #: What was in the private /dev/shm at the end (relative paths, directories end in "/").
-    shm_left: tuple[str, ...]
-    #: What was in the private TMPDIR at the end.
-    tmp_left: tuple[str, ...]
-    #: Processes still running ``settle`` seconds after the target ended (killed then).
-    stragglers: tuple[str, ...]
-    #: Host pids of processes still in the namespace after the run (should be empty).
-    lingering: tuple[int, ...]
-    #: Why the namespace could not be set up, if it could not.
-    setup_error: str | None = None
-    #: :func:`run_callable`: what the callable returned.
-    value: Any = None
-    #: :func:`run_callable`: the traceback of what it raised, if it raised.
-    raised: str | None = None
-
-    @property
-    def left(self) -> tuple[str, ...]:
-        """Every entry left, as ``shm:<name>`` and ``tmp:<name>``."""
-        return tuple(f"shm:{n}" for n in self.shm_left) + tuple(f"tmp:{n}" for n in self.tmp_left)
-
-    def describe(self) -> str:
-        """Everything, for an assertion message."""
-        return (
-            f"returncode={self.returncode} timed_out={self.timed_out} elapsed={self.elapsed:.2f}s "
-            f"setup_error={self.setup_error!r}\nleft={list(self.left)} stragglers="
-            f"{list(self.stragglers)} lingering={list(self.lingering)}\nraised={self.raised}\n"
-            f"--- stdout ---\n{self.stdout[-6000:]}\n--- stderr ---\n{self.stderr[-6000:]}"
-        )
-
-    def check(self) -> Any:
-        """The callable's value; raise :class:`AssertionError` describing the run unless
-        it exited 0, in time, without raising, and the namespace was torn down."""
-        if (
-            self.returncode != 0 or self.timed_out or self.setup_error or self.raised
-            or self.lingering
-        ):
-            raise AssertionError(f"namespace run failed:\n{self.describe()}")
-        return self.value
-
-
-# --- the host side -------------------------------------------------------------
-
-
-def _proc_children(pid: int) -> list[int]:
-    out: list[int] = []
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out.extend(int(c) for c in f.read().split())
-    return out
-
-
-def _in_namespace(ns_ids: Mapping[str, str]) -> list[int]:
-    """Host pids of live processes in any of the namespaces ``ns_ids`` (kind -> id).
-    An exited process not yet reaped (a zombie: its pid namespace link outlives it, the
-    others do not) holds nothing but its pid, and is not counted."""
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        for kind, ident in ns_ids.items():
-            try:
-                if os.readlink(f"/proc/{entry}/ns/{kind}") == ident and not _exited(entry):
-                    found.append(int(entry))
-                    break
-            except OSError:
-                continue
-    return found
-
-
-def _exited(pid: str) -> bool:
-    """Whether process ``pid`` has exited and awaits its reaper (state Z or X)."""
-    try:
-        state = read_text(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True  # gone meanwhile
-    return state in ("Z", "X")
-
-
-def _mounted_under(path: str) -> list[str]:
-    """Host mount points at or below ``path``."""
-    out: list[str] = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4]
-            if point == path or point.startswith(path + "/"):
-                out.append(point)
-    return out
 
 
 class Namespace:
@@ -283,7 +155,7 @@ class Namespace:
 
     @staticmethod
     def _init_child(unshare_pid: int, ids: Mapping[str, str]) -> int | None:
-        for child in _proc_children(unshare_pid):
+        for child in proc_children(unshare_pid):
             with contextlib.suppress(OSError):
                 if os.readlink(f"/proc/{child}/ns/pid") == ids.get("pid_for_children"):
                     return child
@@ -321,7 +193,7 @@ class Namespace:
             backstop = True
         ids = self._ns_ids()
         self._kill_all()
-        lingering = self._await_teardown(ids)
+        lingering = await_teardown(ids, TEARDOWN_TIMEOUT)
         self._result = self._collect(backstop, lingering)
         self._remove_work()
         return self._result
@@ -333,7 +205,7 @@ class Namespace:
         if self._proc is not None and self._result is None:
             ids = self._ns_ids()
             self._kill_all()
-            lingering = self._await_teardown(ids)
+            lingering = await_teardown(ids, TEARDOWN_TIMEOUT)
         self._remove_work()
         return lingering
 
@@ -357,25 +229,12 @@ class Namespace:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(TEARDOWN_TIMEOUT)
 
-    @staticmethod
-    def _await_teardown(ids: Mapping[str, str]) -> tuple[int, ...]:
-        if not ids:
-            return ()
-        ids = {k: v for k, v in ids.items() if k in ("pid_for_children", "mnt", "net")}
-        ids["pid"] = ids.pop("pid_for_children", "")
-        deadline = time.monotonic() + TEARDOWN_TIMEOUT
-        while True:
-            left = _in_namespace(ids)
-            if not left or time.monotonic() >= deadline:
-                return tuple(left)
-            time.sleep(0.02)
-
     def _collect(self, backstop: bool, lingering: tuple[int, ...]) -> NamespaceResult:
         report: dict[str, Any] = {}
         text = read_text(self._path("report.json"))
         if text:
             report = json.loads(text)
-        mounts = _mounted_under(self.work)
+        mounts = mounted_under(self.work)
         setup_error = report.get("setup_error")
         if not report:
             setup_error = setup_error or (
@@ -409,7 +268,7 @@ class Namespace:
         )
 
     def _remove_work(self) -> None:
-        if not _mounted_under(self.work):  # never recurse into a mount (it would be the host's)
+        if not mounted_under(self.work):  # never recurse into a mount (it would be the host's)
             shutil.rmtree(self.work, ignore_errors=True)
 
     def __enter__(self) -> Namespace:
