@@ -84,11 +84,28 @@ def _small() -> None:
               f"(pickle.dumps: {float(out[1]):.2f} us, ratio {float(out[0]) / float(out[1]):.2f})")
 
 
+def _time_enqueues(queues: dict[str, Any], pipes: list[Any], t: Any,
+                   args: argparse.Namespace) -> dict[str, list[float]]:
+    """Seconds per message, enqueue to every reader's acknowledgement, per queue."""
+    times: dict[str, list[float]] = {k: [] for k in queues}
+    for _ in range(args.repeats):
+        for name, q in queues.items():
+            for _ in range(args.iters):
+                t0 = time.perf_counter()
+                q.enqueue({"t": t} if name == "arena" else pickle.dumps(t), timeout=T)
+                for recv, _ in pipes:
+                    if not recv.poll(T):
+                        raise TimeoutError("a reader did not acknowledge in time")
+                    assert recv.recv() == float(t[-1])
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
 def main(args: argparse.Namespace | None = None) -> int:
     if args is None:
-        p = argparse.ArgumentParser()
-        add_arguments(p)
-        args = p.parse_args([])
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        args = parser.parse_args([])
     print("tensor_arena: the machine may be shared; figures are medians of one run")
     _small()
     if args.small:
@@ -110,20 +127,10 @@ def main(args: argparse.Namespace | None = None) -> int:
              for r in range(N_READERS)]
     for p in procs:
         p.start()
-    times: dict[str, list[float]] = {k: [] for k in queues}
     try:
         for q in queues.values():
             q.wait_until_ready(T)
-        for _ in range(args.repeats):
-            for name, q in queues.items():
-                for _ in range(args.iters):
-                    t0 = time.perf_counter()
-                    q.enqueue({"t": t} if name == "arena" else pickle.dumps(t), timeout=T)
-                    for recv, _ in pipes:
-                        if not recv.poll(T):
-                            raise TimeoutError("a reader did not acknowledge in time")
-                        assert recv.recv() == float(t[-1])
-                    times[name].append(time.perf_counter() - t0)
+        times = _time_enqueues(queues, pipes, t, args)
         zero_copy = [recv.recv() if recv.poll(T) else -1 for recv, _ in pipes]
         copies = arena_q._arena.copies  # type: ignore[attr-defined]
     finally:

@@ -161,6 +161,7 @@ class QueueObserver(Protocol):
         self, actor: str, action: str, seq: int, obj: object = None, kind: str = ""
     ) -> None: ...
 
+
 # Tensor-arena steps (``spec/TensorArena.tla``; code sites in ``arena.py``). The spec's
 # Queue* actions are the queue's own steps, not the arena's.
 ARENA_CLAIM: Final = "ArenaClaim"  # a free (or never published) slot: seq, gen, owes = 1
