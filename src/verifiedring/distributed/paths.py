@@ -137,14 +137,14 @@ class _Collector:
         return tuple(self.path), (self.parents[-1] if self.parents else None)
 
     def visit(self, x: Any) -> None:
-        if type(x) in _SCALARS:  # the common leaf, without a call
+        kind = (
+            LEAF if type(x) in _SCALARS  # the common leaf: no kind lookup
+            else TENSOR if isinstance(x, torch.Tensor) else _kind(x)
+        )
+        if kind == LEAF:
             self.nodes.append((LEAF, x))
             if self.record_paths:
                 self.leaf_sites.append(self._site())
-            return
-        kind = TENSOR if isinstance(x, torch.Tensor) else _kind(x)
-        if kind == LEAF:
-            self._leaf(x)
             return
         j = self.seen.get(id(x))
         if j is not None:
@@ -155,11 +155,6 @@ class _Collector:
             self._tensor(x)
         else:
             self._container(kind, x)
-
-    def _leaf(self, x: Any) -> None:
-        self.nodes.append((LEAF, x))
-        if self.record_paths:
-            self.leaf_sites.append(self._site())
 
     def _ref(self, j: int) -> None:
         """A second reference to the object first seen at node ``j``."""
