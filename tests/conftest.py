@@ -1,4 +1,9 @@
-"""Shared fixtures: fail any test that leaves a ring segment in /dev/shm.
+"""Shared fixtures: fail any test that leaves a ring segment in /dev/shm. And the
+tiers' markers, by path (``make check`` deselects them; ``make test`` and CI run all):
+
+* ``faults``: everything under tests/faults/ (private namespaces, dead peers, ...);
+* ``tlc``: the modules that start TLC (trace validation);
+* ``slow``: the tests that take seconds alone (SLOW below, from ``--durations``).
 
 Each pytest process (each xdist worker) records the names of the segments it
 creates through :meth:`SharedSegment.create`; after every test, the ones
@@ -18,6 +23,26 @@ from support.fakes import segment_exists
 
 from verifiedring import shm
 from verifiedring.shm import SHM_DIR, SharedSegment
+
+#: modules (paths under tests/) that start the TLC model checker
+TLC_MODULES = frozenset({"test_trace_validation.py", "test_queue_trace.py"})
+#: modules, or test node ids (path::name, parameters left off), taking seconds alone
+SLOW = frozenset({
+    # filled below
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        path = os.path.relpath(str(item.path), here).replace(os.sep, "/")
+        if path.startswith("faults/"):
+            item.add_marker(pytest.mark.faults)
+        if path in TLC_MODULES:
+            item.add_marker(pytest.mark.tlc)
+        if path in SLOW or f"{path}::{item.name.partition('[')[0]}" in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 _created: list[str] = []
 _original_create = SharedSegment.create.__func__  # type: ignore[attr-defined]
