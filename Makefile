@@ -44,7 +44,6 @@ bench:  ## the report: bench/results/bench.json + PNG plots, every figure a rati
 gpu-check:  ## just the GPU tests, for a machine that has CUDA (skips elsewhere)
 	$(PYTHON) -m pytest -m gpu -n 0 tests
 
-clean:  ## remove caches and build output (the built C fence in src/ too)
+clean:  ## remove caches and build output (keeps the built C fence: `make install` rebuilds it)
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
-	find src -name '*.so' -delete

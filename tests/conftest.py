@@ -28,7 +28,15 @@ from verifiedring.shm import SHM_DIR, SharedSegment
 TLC_MODULES = frozenset({"test_trace_validation.py", "test_queue_trace.py"})
 #: modules, or test node ids (path::name, parameters left off), taking seconds alone
 SLOW = frozenset({
-    # filled below
+    "test_ring_stateful.py",  # the ring machine: ~23 s
+    "test_queue_stateful.py",  # the queue and run machines, and their coverage floors
+    "test_dist_gloo.py",  # gloo worlds of processes
+    "test_tensor_arena.py::test_arena_machine",
+    "test_tensor_arena.py::test_three_reader_processes_get_exact_bytes_through_the_arena",
+    "test_dist_paths.py::test_random_structures_round_trip_by_walk_and_plan",
+    # a 5 s teardown each
+    "test_queue_failures.py::test_read_only_buffers_are_copied_before_enqueue_returns",
+    "test_queue_failures.py::test_a_message_that_does_not_unpickle_is_consumed_on_every_path",
 })
 
 
