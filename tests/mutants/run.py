@@ -448,7 +448,7 @@ def run_selected(mutants: list[Mutant], args: argparse.Namespace) -> list[Outcom
         workdir = Path(tmp)
         base = workdir / "base"
         make_base(base)
-        if not args.skip_baseline:
+        if run and not args.skip_baseline:  # (no tests at all would mean the whole suite)
             baseline = run_baseline(base, workdir, run)
             outcomes.append(baseline)
             if args.verbose:
