@@ -1,17 +1,32 @@
 # verifiedring developer targets. `make install` then `make test` is all a new user needs.
+# `make help` lists them. CI (.ci/run): lint, test, mutants, model-check (the standard
+# tier), each stage timed.
 PYTHON ?= python3
 PYTEST_WORKERS ?= auto
+# the inner loop: everything but the multiprocess stress runs, the fault suite (namespaces),
+# TLC and the tests that take seconds alone (see tests/conftest.py)
+CHECK_MARKERS ?= not stress and not faults and not tlc and not slow
 
-.PHONY: install test model-check mutants stress lint bench gpu-check
+.PHONY: help install test check model-check model-check-all mutants stress lint bench gpu-check clean
+
+help:  ## this list
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
 
 install:  ## install the library with everything the tests, models and linters need
 	$(PYTHON) -m pip install -e '.[dev]'
 
-test:  ## the whole test suite, unit + property + bounded stress, in parallel
-	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+test:  ## the whole test suite, unit + property + bounded stress + faults + TLC, in parallel
+	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 
-model-check:  ## TLC over every model and mutant in spec/models.toml; one table, non-zero on surprise
+check:  ## the inner loop (well under a minute): the suite minus stress, faults, tlc and slow
+	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q -m "$(CHECK_MARKERS)"
+
+model-check:  ## TLC over the standard tier of spec/models.toml (CI runs this); one table, non-zero on surprise
 	$(PYTHON) -m spec.run_models
+
+model-check-all:  ## TLC over every model of spec/models.toml, the deep tier too
+	$(PYTHON) -m spec.run_models --tier all
 
 mutants:  ## every known bug of tests/mutants/catalog.toml, applied to a copy; one table, non-zero if one survives
 	$(PYTHON) -m tests.mutants $(MUTANTS_ARGS)
@@ -19,7 +34,7 @@ mutants:  ## every known bug of tests/mutants/catalog.toml, applied to a copy; o
 stress:  ## a longer soak of the multiprocess harness (see stress/README.md)
 	$(PYTHON) -m stress --duration 60
 
-lint:
+lint:  ## ruff (style, complexity and size rules) and mypy (strict on src, bench, stress, spec; tests checked)
 	$(PYTHON) -m ruff check src tests stress bench spec
 	$(PYTHON) -m mypy
 
@@ -28,3 +43,7 @@ bench:  ## the report: bench/results/bench.json + PNG plots, every figure a rati
 
 gpu-check:  ## just the GPU tests, for a machine that has CUDA (skips elsewhere)
 	$(PYTHON) -m pytest -m gpu -n 0 tests
+
+clean:  ## remove caches and build output (keeps the built C fence: `make install` rebuilds it)
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -13,6 +13,7 @@ import argparse
 import statistics
 import sys
 import time
+from typing import Any
 
 from bench import _dist
 
@@ -39,7 +40,10 @@ def _rank(rank: int, world: int, iters: int, repeats: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for _ in range(2):  # alternate: queue, gloo, queue, gloo
         for name, ch in (("queue", b.queue), ("gloo", gloo)):
-            t = _dist.per_op_seconds(lambda i, ch=ch: ch.broadcast_object(mine), iters, repeats)
+            def op(i: int, ch: Any = ch) -> object:
+                return ch.broadcast_object(mine)
+
+            t = _dist.per_op_seconds(op, iters, repeats)
             out[name] = min(out.get(name, t), t)
     for ack_every in (1, 0):
         wg = WorkerGroup(b, _Noop(), ack_every=ack_every)

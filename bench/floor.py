@@ -36,6 +36,9 @@ class FloorRing:
         # Spawned readers share the creator's resource tracker: the creator unlinks.
         self.shm = shared_memory.SharedMemory(name=name, create=name is None, size=size)
         buf = self.shm.buf
+        if buf is None:  # typed Optional: None only once closed
+            raise RuntimeError("shared memory segment closed")
+        self._buf = buf
         self._consumed = [buf[LINE * r : LINE * r + 8].cast("Q") for r in range(n_reader)]
         base = LINE * n_reader
         self._seq = [buf[base + self._stride * k : base + self._stride * k + 8].cast("Q")
@@ -58,7 +61,7 @@ class FloorRing:
             while c[0] < floor:
                 yield_cpu()
         data = pickle.dumps(obj, protocol=5)
-        _LEN.pack_into(self.shm.buf, self._len[k], len(data))
+        _LEN.pack_into(self._buf, self._len[k], len(data))
         self._data[k][: len(data)] = data
         self._seq[k][0] = n
         self._n = n
@@ -70,7 +73,7 @@ class FloorRing:
         yield_cpu = os.sched_yield
         while seq[0] != n:
             yield_cpu()
-        (size,) = _LEN.unpack_from(self.shm.buf, self._len[k])
+        (size,) = _LEN.unpack_from(self._buf, self._len[k])
         obj = pickle.loads(self._data[k][:size])
         self._consumed[reader][0] = n
         self._n = n

@@ -57,7 +57,8 @@ def _cursors(rings: tuple[ShmRingBuffer, ...], method: str, side: str) -> tuple[
     w = out_ring.writer()
     r = in_ring.reader(0, log_interval=3600.0, wake_on_publish=method == "futex")
     if method == "doubling":
-        w.wake_sleepers = lambda chunk: None  # the old busy path: no check after publish
+        # the old busy path: no check after publish
+        w.wake_sleepers = lambda chunk: None  # type: ignore[method-assign]
     return w, r
 
 
@@ -97,7 +98,7 @@ def _send(cur: tuple[Any, Any], kind: int) -> tuple[int, float, float]:
     with w.acquire_write(WAIT) as buf:
         MSG.pack_into(buf, 0, kind, time.monotonic_ns())
     with r.acquire_read(WAIT) as buf:
-        return REPLY.unpack_from(buf)  # type: ignore[no-any-return]
+        return REPLY.unpack_from(buf)
 
 
 def _plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
@@ -111,10 +112,46 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     return plan
 
 
+def _first_message_late(cur: dict[str, Any], args: argparse.Namespace,
+                        out: dict[str, Any]) -> None:
+    """How late the first message after each idle gap arrives, per method (ms)."""
+    for gap, samples in _gaps(args):
+        for _ in range(samples):
+            for m in METHODS:
+                time.sleep(gap)
+                late = _send(cur[m], LATENCY)[0]
+                out[m]["late"].setdefault(gap, []).append(late / 1e3)
+
+
+def _idle_cpu(cur: dict[str, Any], idle: float, out: dict[str, Any]) -> None:
+    """The idle reader's CPU, in % of one core, per method."""
+    for m in METHODS:
+        _send(cur[m], IDLE_START)
+        time.sleep(1.0)  # "once idle for a second"
+        _send(cur[m], IDLE_TICK)
+        time.sleep(idle)
+        _, cpu, wall = _send(cur[m], IDLE_END)
+        out[m]["cpu"] = cpu / wall * 100
+
+
+def _round_trips(cur: dict[str, Any], args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """1 KiB round trips (us each), ``args.repeats`` times per method."""
+    payload = bytes(range(256)) * (PAYLOAD // 256)
+    for _ in range(args.repeats):
+        for m in METHODS:
+            w, r = cur[m]
+            start = time.perf_counter()
+            for _ in range(args.rounds):
+                with w.acquire_write(WAIT) as buf:
+                    buf[:PAYLOAD] = payload
+                with r.acquire_read(WAIT) as buf:
+                    bytes(buf[:8])
+            out[m]["rtt"].append((time.perf_counter() - start) / args.rounds * 1e6)
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     idle = args.idle if args.idle is not None else (20.0 if args.full else 10.0)
     plan = _plan(args)
-    payload = bytes(range(256)) * (PAYLOAD // 256)
     out: dict[str, Any] = {m: {"late": {}, "rtt": []} for m in METHODS}
     rings = {
         m: (ShmRingBuffer(1, PAYLOAD, 2), ShmRingBuffer(1, PAYLOAD, 2)) for m in METHODS
@@ -125,29 +162,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         with Supervisor([Task(_process_b, (handles, plan), "B")]) as b:
             for m in METHODS:
                 _send(cur[m], LATENCY)  # warm up: both sides running
-            for gap, samples in _gaps(args):
-                for _ in range(samples):
-                    for m in METHODS:
-                        time.sleep(gap)
-                        late = _send(cur[m], LATENCY)[0]
-                        out[m]["late"].setdefault(gap, []).append(late / 1e3)
-            for m in METHODS:
-                _send(cur[m], IDLE_START)
-                time.sleep(1.0)  # "once idle for a second"
-                _send(cur[m], IDLE_TICK)
-                time.sleep(idle)
-                _, cpu, wall = _send(cur[m], IDLE_END)
-                out[m]["cpu"] = cpu / wall * 100
-            for _ in range(args.repeats):
-                for m in METHODS:
-                    w, r = cur[m]
-                    start = time.perf_counter()
-                    for _ in range(args.rounds):
-                        with w.acquire_write(WAIT) as buf:
-                            buf[:PAYLOAD] = payload
-                        with r.acquire_read(WAIT) as buf:
-                            bytes(buf[:8])
-                    out[m]["rtt"].append((time.perf_counter() - start) / args.rounds * 1e6)
+            _first_message_late(cur, args, out)
+            _idle_cpu(cur, idle, out)
+            _round_trips(cur, args, out)
             raise_for(b.wait(WAIT))
     finally:
         for pair in rings.values():

@@ -32,6 +32,7 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ class _Channels:
         elif transport == "floor":
             from .floor import FloorRing
 
-            self.fwd = FloorRing(n, CHUNK, SLOTS)
+            self.fwd: Any = FloorRing(n, CHUNK, SLOTS)
             self.backs = [FloorRing(1, 4096, SLOTS) for _ in range(n)]
             self.child_args = [(self.fwd.name, b.name) for b in self.backs]
         else:
@@ -160,43 +161,62 @@ class _Channels:
                 close()
 
 
+_Ends = tuple[Callable[[], Any], Callable[[], None], Callable[[], None]]
+
+
+def _pipe_ends(end: Any) -> _Ends:
+    def ack() -> None:
+        end.send(ACK)
+
+    return end.recv, ack, lambda: None
+
+
+def _floor_ends(names: Any, r: int, n: int) -> _Ends:
+    from .floor import FloorRing
+
+    fwd = FloorRing(n, CHUNK, SLOTS, name=names[0])
+    back = FloorRing(1, 4096, SLOTS, name=names[1])
+
+    def recv() -> Any:
+        return fwd.recv(r)
+
+    def ack() -> None:
+        back.send(ACK)
+
+    def close() -> None:
+        fwd.close()
+        back.close()
+
+    return recv, ack, close
+
+
+def _queue_ends(transport: str, args: Any, r: int) -> _Ends:
+    handle, handles = args
+    mq = _queue_type(transport)
+    q = mq.create_from_handle(handle, r)
+    if transport == "verifiedring-remote":
+        back_q = mq(1, 0, connect_ip="127.0.0.1", max_chunk_bytes=4096, max_chunks=SLOTS)
+    else:
+        back_q = mq(1, 1, max_chunk_bytes=4096, max_chunks=SLOTS)
+    handles.put((r, back_q.export_handle()))
+    back_q.wait_until_ready()
+    q.wait_until_ready()
+
+    def ack() -> None:
+        back_q.enqueue(ACK)
+
+    return q.dequeue, ack, lambda: None
+
+
 def _reader(transport: str, args: Any, r: int, n: int, plan: list[tuple[int, int]]) -> int:
     """Reader ``r``: for each (count, ack_every) of ``plan``, receive ``count`` objects
     and answer every ``ack_every``-th; the number received."""
     if transport == "pipe":
-        end = args
-
-        def recv() -> Any:
-            return end.recv()
-
-        def ack() -> None:
-            end.send(ACK)
+        recv, ack, close = _pipe_ends(args)
     elif transport == "floor":
-        from .floor import FloorRing
-
-        fwd = FloorRing(n, CHUNK, SLOTS, name=args[0])
-        back = FloorRing(1, 4096, SLOTS, name=args[1])
-
-        def recv() -> Any:
-            return fwd.recv(r)
-
-        def ack() -> None:
-            back.send(ACK)
+        recv, ack, close = _floor_ends(args, r, n)
     else:
-        handle, handles = args
-        mq = _queue_type(transport)
-        q = mq.create_from_handle(handle, r)
-        if transport == "verifiedring-remote":
-            back_q = mq(1, 0, connect_ip="127.0.0.1", max_chunk_bytes=4096, max_chunks=SLOTS)
-        else:
-            back_q = mq(1, 1, max_chunk_bytes=4096, max_chunks=SLOTS)
-        handles.put((r, back_q.export_handle()))
-        back_q.wait_until_ready()
-        q.wait_until_ready()
-        recv = q.dequeue
-
-        def ack() -> None:
-            back_q.enqueue(ACK)
+        recv, ack, close = _queue_ends(transport, args, r)
     if transport in ("pipe", "floor"):
         ack()  # running: the writer's connect() waits for this
     got = 0
@@ -206,9 +226,7 @@ def _reader(transport: str, args: Any, r: int, n: int, plan: list[tuple[int, int
             got += 1
             if (i + 1) % every == 0:
                 ack()
-    if transport == "floor":
-        fwd.close()
-        back.close()
+    close()
     return got
 
 
@@ -322,16 +340,8 @@ def measure_large(args: argparse.Namespace) -> list[dict[str, Any]]:
     return larges
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
-    report: dict[str, Any] = {
-        "machine": machine(),
-        "vllm": "installed" if "vllm" in TRANSPORTS else "not installed: no vLLM baseline",
-    }
+def measure_roundtrips(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    report["roundtrip"], report["stream"] = rows, []
-    if args.only_large:
-        report["large"] = measure_large(args)
-        return report
     for size in SIZES:
         rounds = args.rounds if size <= 1024 else max(args.rounds // (size // 1024), 100)
         for t in TRANSPORTS:
@@ -343,7 +353,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             rows.append(roundtrip(t, n, 1024, args.rounds))
     for base in ("floor", "vllm"):
         _ratios(rows, "p50_us", base)
-    report["roundtrip"] = rows
+    return rows
+
+
+def measure_streams(args: argparse.Namespace) -> list[dict[str, Any]]:
     streams = []
     for n in range(1, args.readers + 1):
         for t in ("verifiedring", "floor", "pipe") + (("vllm",) if "vllm" in TRANSPORTS else ()):
@@ -351,7 +364,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             streams.append(stream(t, n, args.stream))
     for base in ("floor", "vllm"):
         _ratios(streams, "msgs_per_s", base)
-    report["stream"] = streams
+    return streams
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "vllm": "installed" if "vllm" in TRANSPORTS else "not installed: no vLLM baseline",
+    }
+    report["roundtrip"], report["stream"] = [], []
+    if args.only_large:
+        report["large"] = measure_large(args)
+        return report
+    report["roundtrip"] = measure_roundtrips(args)
+    report["stream"] = measure_streams(args)
     report["large"] = measure_large(args)
     if not args.no_idle:
         from . import idle_wakeup

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from bench import _dist
 
@@ -53,9 +54,11 @@ def _rank(rank: int, world: int, iters: int, repeats: int) -> dict[str, float]:
             for vname, options in variants.items():
                 b.options = options
                 mine = payload if rank == 0 else None
-                t = _dist.per_op_seconds(
-                    lambda i, mine=mine: b.broadcast_tensor_dict(mine, 0), iters, repeats
-                )
+
+                def op(i: int, mine: Any = mine) -> object:
+                    return b.broadcast_tensor_dict(mine, 0)
+
+                t = _dist.per_op_seconds(op, iters, repeats)
                 key = f"{pname} | {vname}"
                 out[key] = min(out.get(key, t), t)
     b.close()

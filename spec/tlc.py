@@ -9,9 +9,11 @@ result words.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from verifiedring.testing.tlc import (
+    JAVA_OPTIONS,
     MSG_BACK_TO_STATE,
     MSG_DEADLOCK,
     MSG_INVARIANT_VIOLATED,
@@ -37,12 +39,20 @@ SPEC_DIR = Path(__file__).resolve().parent
 
 
 def run(
-    tla: Path, cfg: Path, *, workers: int = 1, timeout: float = 150, deadlock: bool = True
+    tla: Path,
+    cfg: Path,
+    *,
+    workers: int = 1,
+    timeout: float = 150,
+    deadlock: bool = True,
+    java_options: Sequence[str] = JAVA_OPTIONS,
 ) -> Result:
     """:func:`verifiedring.testing.tlc.run` with this folder as TLC's module library."""
-    return _run(tla, cfg, workers=workers, timeout=timeout, deadlock=deadlock, library=SPEC_DIR)
+    return _run(tla, cfg, workers=workers, timeout=timeout, deadlock=deadlock,
+                library=SPEC_DIR, java_options=java_options)
 
 __all__ = [
+    "JAVA_OPTIONS",
     "MSG_BACK_TO_STATE",
     "MSG_DEADLOCK",
     "MSG_INVARIANT_VIOLATED",

@@ -73,7 +73,7 @@ def rank_body(rank: int, world: int, cfg: dict[str, Any]) -> dict[str, int]:
         op, seed, src = order
         step += 1
         if op == "object":
-            expected = {"seed": seed, "blob": random.Random(seed).randbytes(seed % 5000),
+            expected: Any = {"seed": seed, "blob": random.Random(seed).randbytes(seed % 5000),
                         "nested": [seed, (seed, None), {seed % 7: "v"}]}
             got = b.broadcast_object(expected if b.rank == b.queue_src else None, b.queue_src)
             if got != expected:
@@ -129,8 +129,8 @@ def run(args: argparse.Namespace, kind: str, backend: str, device: str) -> int:
     else:
         print(f"stress {kind}: {'ok' if ok else 'FAILED'}: {summary['steps']} on {world} ranks "
               f"in {summary['seconds']} s, seed={args.seed}", flush=True)
-        for e in errors:
-            print(f"  {e}", file=sys.stderr)
+        for err in errors:
+            print(f"  {err}", file=sys.stderr)
     return 0 if ok else 1
 
 

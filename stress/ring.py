@@ -191,7 +191,8 @@ def _reader_main(handle: RingHandle, k: int, cfg: Config, log: Any = None,
     rng = random.Random(f"reader {k} {cfg.seed}")
     ring = ShmRingBuffer.attach(handle)
     rec = _recorder(handle, log)
-    tally = Tally(*(progress or (None, 0)), k)
+    path, n = progress or (None, 0)
+    tally = Tally(path, n, k)
     count = 0
     try:
         r = ring.reader(k, observer=rec)

@@ -1,4 +1,9 @@
-"""Shared fixtures: fail any test that leaves a ring segment in /dev/shm.
+"""Shared fixtures: fail any test that leaves a ring segment in /dev/shm. And the
+tiers' markers, by path (``make check`` deselects them; ``make test`` and CI run all):
+
+* ``faults``: everything under tests/faults/ (private namespaces, dead peers, ...);
+* ``tlc``: the modules that start TLC (trace validation);
+* ``slow``: the tests that take seconds alone (SLOW below, from ``--durations``).
 
 Each pytest process (each xdist worker) records the names of the segments it
 creates through :meth:`SharedSegment.create`; after every test, the ones
@@ -18,6 +23,34 @@ from support.fakes import segment_exists
 
 from verifiedring import shm
 from verifiedring.shm import SHM_DIR, SharedSegment
+
+#: modules (paths under tests/) that start the TLC model checker
+TLC_MODULES = frozenset({"test_trace_validation.py", "test_queue_trace.py"})
+#: modules, or test node ids (path::name, parameters left off), taking seconds alone
+SLOW = frozenset({
+    "test_ring_stateful.py",  # the ring machine: ~23 s
+    "test_queue_stateful.py",  # the queue and run machines, and their coverage floors
+    "test_dist_gloo.py",  # gloo worlds of processes
+    "test_tensor_arena.py::test_arena_machine",
+    "test_tensor_arena.py::test_three_reader_processes_get_exact_bytes_through_the_arena",
+    "test_dist_paths.py::test_random_structures_round_trip_by_walk_and_plan",
+    # a 5 s teardown each
+    "test_queue_failures.py::test_read_only_buffers_are_copied_before_enqueue_returns",
+    "test_queue_failures.py::test_a_message_that_does_not_unpickle_is_consumed_on_every_path",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        path = os.path.relpath(str(item.path), here).replace(os.sep, "/")
+        if path.startswith("faults/"):
+            item.add_marker(pytest.mark.faults)
+        if path in TLC_MODULES:
+            item.add_marker(pytest.mark.tlc)
+        if path in SLOW or f"{path}::{item.name.partition('[')[0]}" in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 _created: list[str] = []
 _original_create = SharedSegment.create.__func__  # type: ignore[attr-defined]

@@ -165,6 +165,40 @@ def _expired(deadline: Deadline, now: float) -> bool:
     return deadline.at is not None and now >= deadline.at
 
 
+def _spin_batch(poll: Callable[[], bool]) -> bool:
+    """``SPIN_BATCH`` polls, a CPU yield before each, no clock read: whether one succeeded."""
+    yield_cpu = os.sched_yield
+    for _ in range(SPIN_BATCH):
+        yield_cpu()
+        if poll():
+            return True
+    return False
+
+
+def _block(
+    sleeper: Sleeper,
+    poll: Callable[[], bool],
+    log: StallLog,
+    now: float,
+    at: float | None,
+    next_watch: float | None,
+) -> bool:
+    """One block in ``sleeper``, bounded by the next stall log line, ``max_block``, the
+    deadline ``at`` and the next watch; then whether ``poll()`` is true."""
+    until = min(log.next_at(), now + sleeper.max_block)
+    if at is not None:
+        until = min(until, at)
+    if next_watch is not None:
+        until = min(until, next_watch)
+    return sleeper.sleep(poll, max(until - now, 0.0)) or poll()
+
+
+def _nap(poll: Callable[[], bool], sleep: float, now: float, at: float | None) -> bool:
+    """Sleep ``sleep`` seconds (at most until the deadline ``at``), then poll once."""
+    time.sleep(sleep if at is None else min(sleep, max(at - now, 0.0)))
+    return poll()
+
+
 def wait_for(
     poll: Callable[[], bool],
     deadline: Deadline,
@@ -182,13 +216,9 @@ def wait_for(
     """
     if _expired(deadline, _monotonic()):
         raise on_timeout(deadline.elapsed())
-    yield_cpu = os.sched_yield
     spin = SPIN_SECONDS if sleeper is None else sleeper.spin_seconds
-    if spin > 0:
-        for _ in range(SPIN_BATCH):  # most hand-offs end here, before any clock read
-            yield_cpu()
-            if poll():
-                return
+    if spin > 0 and _spin_batch(poll):  # most hand-offs end here, before any clock read
+        return
     log = stall()
     start = _monotonic()
     next_watch = start
@@ -203,23 +233,14 @@ def wait_for(
             watch()
             next_watch = now + WATCH_INTERVAL
         if now - start < spin:
-            for _ in range(SPIN_BATCH):  # no clock read between these polls
-                yield_cpu()
-                if poll():
-                    return
+            done = _spin_batch(poll)  # no clock read between these polls
         elif sleeper is not None:
-            until = min(log.next_at(), now + sleeper.max_block)
-            if at is not None:
-                until = min(until, at)
-            if watch is not None:
-                until = min(until, next_watch)
-            if sleeper.sleep(poll, max(until - now, 0.0)) or poll():
-                return
+            done = _block(sleeper, poll, log, now, at, next_watch if watch is not None else None)
         else:
-            time.sleep(sleep if at is None else min(sleep, max(at - now, 0.0)))
+            done = _nap(poll, sleep, now, at)
             sleep = min(sleep * 2, MAX_SLEEP)
-            if poll():
-                return
+        if done:
+            return
 
 
 def wait_readable(

@@ -2,6 +2,6 @@
 
 import sys
 
-from tests.mutants.run import main
+from .run import main
 
 sys.exit(main())

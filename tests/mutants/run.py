@@ -7,6 +7,8 @@ Usage (from the repository root)::
     python -m tests.mutants --only 'decode-*' --only hmac-skipped-remote
     python -m tests.mutants --list          # names, bug forms, tests
     python -m tests.mutants -j 2 -v         # two at a time, progress on stderr
+    python -m tests.mutants --skip-baseline # CI: `make test` has just passed
+    python -m tests.mutants --survivors     # also the survivors known on this CPU
     make mutants
 
 (``python tests/mutants/run.py ...`` works too.)
@@ -29,6 +31,12 @@ mutant's ``timeout`` is a catch only for a mutant marked ``hang_is_caught``
 (a liveness bug). The unmutated copy must first pass the union of every
 selected mutant's tests (the baseline), else nothing else runs.
 
+``--skip-baseline`` leaves the baseline out (for CI, right after a green
+``make test`` of the same tree). A mutant whose ``survives_on`` lists this
+machine's ``platform.machine()`` (the documented survivors of x86's memory
+model) is not run unless ``--survivors`` is given; the table shows it as
+skipped, with the reason.
+
 Exit status: 0 when the baseline passes and every mutant is caught, except
 those marked ``expected_survivor`` in the catalog (which say why); 1 when a
 mutant survives or ends in an error; 2 when the catalog does not apply.
@@ -41,6 +49,7 @@ import concurrent.futures
 import dataclasses
 import fnmatch
 import os
+import platform
 import re
 import shutil
 import signal
@@ -49,6 +58,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -85,6 +95,7 @@ class Mutant:
     expected_survivor: bool = False
     why: str = ""
     spec: str = ""
+    survives_on: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -95,6 +106,7 @@ class Outcome:
     caught: bool
     ok: bool  # what the catalog expects (caught, or a documented survivor)
     log: str = ""
+    skipped: bool = False  # not run: a survivor known on this machine (see survives_on)
 
 
 # --- the catalog -------------------------------------------------------------
@@ -102,7 +114,7 @@ class Outcome:
 
 MUTANT_KEYS = frozenset({
     "name", "form", "spec", "file", "original", "replacement", "patch", "tests", "timeout",
-    "hang_is_caught", "expected_survivor", "why",
+    "hang_is_caught", "expected_survivor", "why", "survives_on",
 })
 PATCH_KEYS = frozenset({"file", "original", "replacement"})
 
@@ -125,6 +137,43 @@ def _patch(entry: dict[str, object], where: str) -> Patch:
     return p
 
 
+def _mutant(entry: dict[str, Any], where: str) -> Mutant:
+    """One [[mutant]] entry, checked (its name already is)."""
+    unknown = sorted(set(entry) - MUTANT_KEYS)
+    if unknown:
+        raise CatalogError(f"{where}: unknown key(s) {unknown}")
+    if "patch" in entry:
+        if any(k in entry for k in PATCH_KEYS):
+            raise CatalogError(f"{where}: both [[mutant.patch]] tables and file/original")
+        patches = tuple(
+            _patch(p, f"{where} patch #{j + 1}") for j, p in enumerate(entry["patch"])
+        )
+    else:
+        patches = (_patch({k: v for k, v in entry.items() if k in PATCH_KEYS}, where),)
+    tests = entry.get("tests")
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
+        raise CatalogError(f"{where}: tests must be a non-empty list of test node ids")
+    timeout = entry.get("timeout")
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise CatalogError(f"{where}: timeout must be a positive number of seconds")
+    survivor = bool(entry.get("expected_survivor", False))
+    why = str(entry.get("why", ""))
+    if survivor and not why.strip():
+        raise CatalogError(f"{where}: an expected survivor must say why")
+    survives_on = entry.get("survives_on", [])
+    if not isinstance(survives_on, list) or not all(isinstance(s, str) for s in survives_on):
+        raise CatalogError(f"{where}: survives_on must be a list of platform.machine() names")
+    if survives_on and not survivor:
+        raise CatalogError(f"{where}: survives_on is for an expected_survivor")
+    return Mutant(
+        name=entry["name"], form=str(entry.get("form", "")), patches=patches,
+        tests=tuple(tests), timeout=float(timeout),
+        hang_is_caught=bool(entry.get("hang_is_caught", False)),
+        expected_survivor=survivor, why=why, spec=str(entry.get("spec", "")),
+        survives_on=tuple(survives_on),
+    )
+
+
 def load_catalog(path: Path = CATALOG) -> list[Mutant]:
     with path.open("rb") as f:
         data = tomllib.load(f)
@@ -138,32 +187,7 @@ def load_catalog(path: Path = CATALOG) -> list[Mutant]:
         if name in seen:
             raise CatalogError(f"{where}: duplicate name")
         seen.add(name)
-        unknown = sorted(set(entry) - MUTANT_KEYS)
-        if unknown:
-            raise CatalogError(f"{where}: unknown key(s) {unknown}")
-        if "patch" in entry:
-            if any(k in entry for k in PATCH_KEYS):
-                raise CatalogError(f"{where}: both [[mutant.patch]] tables and file/original")
-            patches = tuple(
-                _patch(p, f"{where} patch #{j + 1}") for j, p in enumerate(entry["patch"])
-            )
-        else:
-            patches = (_patch({k: v for k, v in entry.items() if k in PATCH_KEYS}, where),)
-        tests = entry.get("tests")
-        if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
-            raise CatalogError(f"{where}: tests must be a non-empty list of test node ids")
-        timeout = entry.get("timeout")
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            raise CatalogError(f"{where}: timeout must be a positive number of seconds")
-        survivor = bool(entry.get("expected_survivor", False))
-        why = str(entry.get("why", ""))
-        if survivor and not why.strip():
-            raise CatalogError(f"{where}: an expected survivor must say why")
-        mutants.append(Mutant(
-            name=name, form=str(entry.get("form", "")), patches=patches, tests=tuple(tests),
-            timeout=float(timeout), hang_is_caught=bool(entry.get("hang_is_caught", False)),
-            expected_survivor=survivor, why=why, spec=str(entry.get("spec", "")),
-        ))
+        mutants.append(_mutant(entry, where))
     if not mutants:
         raise CatalogError(f"{path}: no [[mutant]] entries")
     return mutants
@@ -378,17 +402,19 @@ def print_table(outcomes: list[Outcome], total: float) -> None:
         if i == 0:
             print(line)
     print(line)
-    muts = [o for o in outcomes if o.mutant is not None]
+    muts = [o for o in outcomes if o.mutant is not None and not o.skipped]
+    skipped = len(outcomes) - len(muts) - sum(o.mutant is None for o in outcomes)
     caught = sum(o.caught for o in muts)
     expected = sum(1 for o in muts if o.mutant is not None and o.mutant.expected_survivor)
     bad = [o for o in outcomes if not o.ok]
     print(
-        f"{caught}/{len(muts)} mutants caught, {expected} documented expected survivor(s), "
+        f"{caught}/{len(muts)} mutants caught, {expected} documented expected survivor(s) run, "
+        f"{skipped} skipped (known survivors on {platform.machine()}: --survivors runs them), "
         f"{len(bad)} problem(s); total {total:.1f} s"
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m tests.mutants", description=__doc__.split("\n")[0])
     ap.add_argument("--only", action="append", default=[], metavar="GLOB",
                     help="run only mutants whose name matches (repeatable)")
@@ -397,9 +423,63 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="progress lines on stderr")
     ap.add_argument("--show", action="store_true",
                     help="after the table, the end of every mutant's pytest output (why it failed)")
+    ap.add_argument("--skip-baseline", action="store_true",
+                    help="do not run the unmutated baseline first (the suite just passed)")
+    ap.add_argument("--survivors", action="store_true",
+                    help="also run the mutants known to survive on this machine (survives_on)")
     ap.add_argument("--catalog", type=Path, default=CATALOG, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def skip_reason(m: Mutant, run_survivors: bool) -> str | None:
+    """Why ``m`` is not run here, or None."""
+    machine = platform.machine()
+    if run_survivors or machine not in m.survives_on:
+        return None
+    return f"SKIPPED: survives on {machine} (expected survivor: see why; --survivors runs it)"
+
+
+def run_selected(mutants: list[Mutant], args: argparse.Namespace) -> list[Outcome]:
+    """The baseline (unless skipped), then every mutant not skipped, in catalog order."""
+    skips = {m.name: r for m in mutants if (r := skip_reason(m, args.survivors)) is not None}
+    run = [m for m in mutants if m.name not in skips]
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="vr-mutants-") as tmp:
+        workdir = Path(tmp)
+        base = workdir / "base"
+        make_base(base)
+        if run and not args.skip_baseline:  # (no tests at all would mean the whole suite)
+            baseline = run_baseline(base, workdir, run)
+            outcomes.append(baseline)
+            if args.verbose:
+                print(f"baseline: {baseline.caught_by} ({baseline.seconds:.1f} s)",
+                      file=sys.stderr)
+            if not baseline.ok:
+                return outcomes
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            futures = {m.name: pool.submit(run_mutant, base, workdir, m) for m in run}
+            for i, m in enumerate(mutants):
+                if m.name in skips:
+                    outcomes.append(Outcome(m, skips[m.name], 0.0, False, True, skipped=True))
+                    continue
+                o = futures[m.name].result()
+                outcomes.append(o)
+                if args.verbose:
+                    print(f"[{i + 1}/{len(mutants)}] {m.name}: {o.caught_by} "
+                          f"({o.seconds:.1f} s)", file=sys.stderr)
+    return outcomes
+
+
+def print_list(mutants: list[Mutant]) -> None:
+    for m in mutants:
+        tag = " [expected survivor]" if m.expected_survivor else ""
+        if m.survives_on:
+            tag += f" [not run on {', '.join(m.survives_on)} without --survivors]"
+        print(f"{m.name}{tag}: {m.form}\n    tests: {' '.join(m.tests)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
         mutants = load_catalog(args.catalog)
     except (CatalogError, tomllib.TOMLDecodeError) as exc:
@@ -411,9 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutants: nothing matches {args.only}", file=sys.stderr)
             return 2
     if args.list:
-        for m in mutants:
-            tag = " [expected survivor]" if m.expected_survivor else ""
-            print(f"{m.name}{tag}: {m.form}\n    tests: {' '.join(m.tests)}")
+        print_list(mutants)
         return 0
     problems = check_catalog(mutants)
     if problems:
@@ -423,31 +501,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="vr-mutants-") as tmp:
-        workdir = Path(tmp)
-        base = workdir / "base"
-        make_base(base)
-        baseline = run_baseline(base, workdir, mutants)
-        outcomes = [baseline]
-        if args.verbose:
-            print(f"baseline: {baseline.caught_by} ({baseline.seconds:.1f} s)", file=sys.stderr)
-        if baseline.ok:
-            with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-                futures = [pool.submit(run_mutant, base, workdir, m) for m in mutants]
-                for i, fut in enumerate(futures):
-                    o = fut.result()
-                    outcomes.append(o)
-                    if args.verbose:
-                        print(f"[{i + 1}/{len(mutants)}] {mutants[i].name}: {o.caught_by} "
-                              f"({o.seconds:.1f} s)", file=sys.stderr)
-    total = time.monotonic() - start
-    print_table(outcomes, total)
+    outcomes = run_selected(mutants, args)
+    print_table(outcomes, time.monotonic() - start)
     bad = [o for o in outcomes if not o.ok]
     for o in outcomes if args.show else bad:
         name = "baseline" if o.mutant is None else o.mutant.name
         tail = "\n".join(o.log.rstrip().splitlines()[-40:])
         print(f"\n--- {name}: {o.caught_by}; last lines of its output ---\n{tail}")
-    if not baseline.ok:
+    if outcomes and outcomes[0].mutant is None and not outcomes[0].ok:
         print("\nthe unmutated copy fails its tests: no mutant was run", file=sys.stderr)
     return 0 if not bad else 1
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("verifiedring")
 
+
 def _group(pg: Any) -> tuple[int, int, Callable[[Any, int], Any], Callable[[Any], list[Any]]]:
     """``(rank, world, broadcast(obj, src_group_rank), all_gather(obj))`` of ``pg``: a
     torch ProcessGroup (``None``: the default group) or a torch-free group with

@@ -137,33 +137,42 @@ class _Collector:
         return tuple(self.path), (self.parents[-1] if self.parents else None)
 
     def visit(self, x: Any) -> None:
-        nodes = self.nodes
-        if type(x) in _SCALARS:
-            nodes.append((LEAF, x))
-            if self.record_paths:
-                self.leaf_sites.append(self._site())
-            return
-        is_tensor = isinstance(x, torch.Tensor)
-        kind = TENSOR if is_tensor else _kind(x)
+        kind = (
+            LEAF if type(x) in _SCALARS  # the common leaf: no kind lookup
+            else TENSOR if isinstance(x, torch.Tensor) else _kind(x)
+        )
         if kind == LEAF:
-            nodes.append((LEAF, x))
+            self.nodes.append((LEAF, x))
             if self.record_paths:
                 self.leaf_sites.append(self._site())
             return
         j = self.seen.get(id(x))
         if j is not None:
-            nodes.append((REF, j))
-            if self.record_paths and nodes[j][0] == TENSOR:
-                self.tensor_sites[nodes[j][1]].append(self._site())
+            self._ref(j)
             return
-        self.seen[id(x)] = len(nodes)
+        self.seen[id(x)] = len(self.nodes)
         if kind == TENSOR:
-            nodes.append((TENSOR, len(self.tensors)))
-            self.tensors.append(x)
-            self.metas.append(TensorMeta.of(x))
-            if self.record_paths:
-                self.tensor_sites.append([self._site()])
-            return
+            self._tensor(x)
+        else:
+            self._container(kind, x)
+
+    def _ref(self, j: int) -> None:
+        """A second reference to the object first seen at node ``j``."""
+        nodes = self.nodes
+        nodes.append((REF, j))
+        if self.record_paths and nodes[j][0] == TENSOR:
+            self.tensor_sites[nodes[j][1]].append(self._site())
+
+    def _tensor(self, x: torch.Tensor) -> None:
+        self.nodes.append((TENSOR, len(self.tensors)))
+        self.tensors.append(x)
+        self.metas.append(TensorMeta.of(x))
+        if self.record_paths:
+            self.tensor_sites.append([self._site()])
+
+    def _container(self, kind: int, x: Any) -> None:
+        """A dict, dataclass, list or tuple: its node, then its children in order."""
+        nodes = self.nodes
         self.parents.append(x)
         path = self.path
         if kind == DICT:

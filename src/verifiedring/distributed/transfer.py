@@ -151,29 +151,56 @@ def broadcast_tensors(
     works: list[Any] = []
     staged: list[tuple[torch.Tensor, _Bucket | int]] = []
     for b in buckets:
-        dev = metas[b.slots[0][0]].local_device()
-        buf = torch.empty(b.total, dtype=torch.uint8, device=dev)
-        if is_src:
-            for i, off, n in b.slots:
-                buf[off : off + n].copy_(as_bytes(tensors[i]))
+        buf = _bucket_buffer(b, tensors, metas, is_src)
         works.append(dist.broadcast(buf, src_global, group=group_for(b.device), async_op=True))
         staged.append((buf, b))
     for i in singles:
-        t = tensors[i]
-        if is_src:
-            payload = as_bytes(t)
-        elif t.is_contiguous():
-            payload = t.reshape(-1).view(torch.uint8)  # received in place
-        else:
-            payload = torch.empty(metas[i].nbytes, dtype=torch.uint8, device=t.device)
-            staged.append((payload, i))
+        payload = _single_payload(tensors, metas, i, is_src, staged)
         works.append(
             dist.broadcast(payload, src_global, group=group_for(metas[i].device), async_op=True)
         )
     for w in works:
         w.wait()
+    if not is_src:
+        _unstage(tensors, metas, staged)
+
+
+def _bucket_buffer(
+    b: _Bucket, tensors: list[torch.Tensor], metas: list[TensorMeta], is_src: bool
+) -> torch.Tensor:
+    """The bucket's one byte buffer, on its device; the sender's holds its tensors' bytes."""
+    dev = metas[b.slots[0][0]].local_device()
+    buf = torch.empty(b.total, dtype=torch.uint8, device=dev)
     if is_src:
-        return
+        for i, off, n in b.slots:
+            buf[off : off + n].copy_(as_bytes(tensors[i]))
+    return buf
+
+
+def _single_payload(
+    tensors: list[torch.Tensor],
+    metas: list[TensorMeta],
+    i: int,
+    is_src: bool,
+    staged: list[tuple[torch.Tensor, _Bucket | int]],
+) -> torch.Tensor:
+    """The bytes tensor ``i`` travels in: a receiver's non-contiguous one is staged."""
+    t = tensors[i]
+    if is_src:
+        return as_bytes(t)
+    if t.is_contiguous():
+        return t.reshape(-1).view(torch.uint8)  # received in place
+    payload = torch.empty(metas[i].nbytes, dtype=torch.uint8, device=t.device)
+    staged.append((payload, i))
+    return payload
+
+
+def _unstage(
+    tensors: list[torch.Tensor],
+    metas: list[TensorMeta],
+    staged: list[tuple[torch.Tensor, _Bucket | int]],
+) -> None:
+    """A receiver's staged bytes (buckets, non-contiguous singles) into their tensors."""
     for buf, what in staged:
         if isinstance(what, int):
             _copy_bytes_into(tensors[what], buf, metas[what])
