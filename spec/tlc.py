@@ -51,6 +51,7 @@ def run(
     return _run(tla, cfg, workers=workers, timeout=timeout, deadlock=deadlock,
                 library=SPEC_DIR, java_options=java_options)
 
+
 __all__ = [
     "JAVA_OPTIONS",
     "MSG_BACK_TO_STATE",

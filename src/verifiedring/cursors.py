@@ -262,6 +262,7 @@ class WriterCursor(WriterSide):
             if obs is not None:
                 obs.after_step(WRITER_ACTOR, WRITER_WAKE, chunk, r)
 
+
 class ReaderCursor(ReaderSide):
     """Local reader ``reader`` of a ring. Use ``with r.acquire_read() as buf:``."""
 

@@ -244,6 +244,8 @@ def recv_frames(
 
     wait_readable(readable, deadline, log, on_timeout, watch)
     return got[0]
+
+
 class LocalEndpoint:
     """An XPUB bound on an ipc path inside a fresh 0700 directory."""
 

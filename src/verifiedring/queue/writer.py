@@ -53,6 +53,7 @@ _CHUNK = WriterState.CHUNK
 _RUN = WriterState.RUN
 _after = Deadline.after  # bound once: no bound method made per call
 
+
 def _large_objects_mode(large_objects: str | None) -> str:
     if large_objects is None:
         large_objects = os.environ.get(LARGE_OBJECTS_ENV) or DEFAULT_LARGE_OBJECTS
@@ -69,7 +70,7 @@ class QueueWriter(WriterBase):
 
     is_writer = True
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 -- vLLM's flat constructor, in vLLM's order
         self,
         n_reader: int,
         n_local_reader: int,
