@@ -38,7 +38,9 @@ def patched(name: str, cls: type[Any], method: str, *patches: tuple[str, str]) -
         source = source.replace(original, replacement)
     namespace: dict[str, Any] = {}
     exec(compile(textwrap.dedent(source), module.__file__ or "", "exec"), vars(module), namespace)
-    return type(name, (cls,), {method: namespace[method], "__module__": __name__})
+    # the method and its aliases (``__enter__ = take``) all become the mutant
+    names = {n for n, v in vars(cls).items() if v is real} | {method}
+    return type(name, (cls,), {**dict.fromkeys(names, namespace[method]), "__module__": __name__})
 
 
 _CLEARS = """\
@@ -63,7 +65,7 @@ _PUBLISH = """\
 
 #: Writer: written = 1 before the read flags are cleared.
 PublishBeforeClear = patched(
-    "PublishBeforeClear", WriterCursor, "__exit__", (_CLEARS + _PUBLISH, _PUBLISH + _CLEARS)
+    "PublishBeforeClear", WriterCursor, "publish", (_CLEARS + _PUBLISH, _PUBLISH + _CLEARS)
 )
 
 #: Writer: a chunk is free as soon as ANY reader's flag is 1.
@@ -82,7 +84,7 @@ AnyReader = patched(
 ReleaseBeforePayload = patched(
     "ReleaseBeforePayload",
     ReaderCursor,
-    "__enter__",
+    "take",
     (
         "        self._holding = True\n",
         "        self._flags[self.index][self._own] = 1  # BUG: released before the loads\n"
@@ -94,7 +96,7 @@ ReleaseBeforePayload = patched(
 WrongChunk = patched(
     "WrongChunk",
     ReaderCursor,
-    "__enter__",
+    "take",
     (
         "        return self._data[self.index]\n",
         "        return self._data[(self.index + 1) % self._max_chunks]  # BUG: index + 1\n",
