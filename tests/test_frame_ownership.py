@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from verifiedring import ClosedError, DecodeError, MessageQueue
+from verifiedring.queue.curve import HEARTBEAT_TIMEOUT_MS
 from verifiedring.testing.launcher import Channel, Supervisor, Task, channel
 
 T = 20.0
@@ -137,7 +138,9 @@ def test_close_lets_a_remote_reader_receive_everything_before_the_process_exits(
         try:
             wq.send("go")
             assert _expect(wq, "sent") is None
-            wq.poll(1.0)  # the old close() returned and the process exited by now
+            # the old close() returned and the process exited by now; the pause stays
+            # well inside the heartbeat's bound, past which a stopped reader counts as gone
+            wq.poll(HEARTBEAT_TIMEOUT_MS / 1000 / 2)
         finally:
             run.signal("reader", signal.SIGCONT)
         assert _expect(wq, "closed") is None
