@@ -144,6 +144,11 @@ class MessageQueue:
         ``observer`` sees every protocol step from the subscription on (traces)."""
         if not isinstance(handle, Handle):
             raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
+        if handle.n_reader < 1:
+            raise MisuseError(
+                "the handle has no reader (an empty Handle()): attach with the handle the "
+                "writer's export_handle() gave"
+            )
         if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
             raise MisuseError(
                 f"rank must be an int in 0..{MAX_RANK - 1}, or -1 for a remote reader without "
