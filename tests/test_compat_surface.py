@@ -7,8 +7,15 @@ import dataclasses
 import pickle
 
 import pytest
+import zmq
 
-from verifiedring import BrokenPeerError, MessageQueue, MisuseError
+from verifiedring import (
+    BrokenPeerError,
+    MessageQueue,
+    MisuseError,
+    RingTimeoutError,
+    ShmRingBuffer,
+)
 from verifiedring.compat import vllm as shim
 
 T = 10.0
@@ -54,3 +61,97 @@ def test_an_ipv6_writer_says_so_in_its_handle() -> None:
         w.enqueue("over v6")
         assert r.dequeue(T) == "over v6"
         r.close()
+
+
+# --- the queue's attributes, as vLLM reads them --------------------------------------
+
+
+def _ends() -> tuple[MessageQueue, MessageQueue, MessageQueue]:
+    w = MessageQueue(2, 1, [3], max_chunk_bytes=512, max_chunks=3, connect_ip=LOOPBACK)
+    h = w.export_handle()
+    local, remote = MessageQueue.create_from_handle(h, 3), MessageQueue.create_from_handle(h, 0)
+    for q in (w, local, remote):
+        q.wait_until_ready(T)
+    return w, local, remote
+
+
+def test_roles_counts_ranks_and_handles() -> None:
+    w, local, remote = _ends()
+    try:
+        assert [(q._is_writer, q._is_local_reader, q._is_remote_reader)
+                for q in (w, local, remote)] == [(True, False, False), (False, True, False),
+                                                 (False, False, True)]
+        assert [(q.n_local_reader, q.n_remote_reader) for q in (w, local, remote)] == [(1, 1)] * 3
+        assert [q.local_reader_rank for q in (w, local, remote)] == [-1, 0, -1]  # rank 3: flag 0
+        h = w.export_handle()
+        assert w.handle == h and local.handle is remote.handle
+        assert local.handle.local_reader_ranks == [3]
+        assert [q.tensor_arena for q in (w, local, remote)] == [None] * 3
+        assert [q.shutting_down for q in (w, local, remote)] == [False] * 3
+    finally:
+        for q in (remote, local, w):
+            q.close()
+
+
+def test_sockets_are_the_ends_zmq_sockets() -> None:
+    w, local, remote = _ends()
+    try:
+        kinds = [(None if q.local_socket is None else q.local_socket.type,
+                  None if q.remote_socket is None else q.remote_socket.type)
+                 for q in (w, local, remote)]
+        assert kinds == [(zmq.XPUB, zmq.XPUB), (zmq.SUB, None), (None, zmq.SUB)]
+    finally:
+        for q in (remote, local, w):
+            q.close()
+
+
+def test_buffer_views_and_current_idx_follow_the_ring() -> None:
+    w, local, remote = _ends()
+    try:
+        assert isinstance(w.buffer, ShmRingBuffer) and remote.buffer is None
+        ring = local.buffer
+        assert (ring.n_reader, ring.max_chunk_bytes, ring.max_chunks, ring.metadata_size) == (
+            1, 512, 3, 2)
+        assert (w.current_idx, local.current_idx, remote.current_idx) == (0, 0, -1)
+        w.enqueue("m0", timeout=T)
+        assert w.current_idx == 1
+        with ring.get_metadata(0) as meta:
+            assert bytes(meta) == b"\x01\x00"  # written, unread
+        with ring.get_data(0) as data:
+            assert data.nbytes == 512 and not data.readonly
+        assert local.dequeue(T) == "m0" and remote.dequeue(T) == "m0"
+        assert local.current_idx == 1
+        with ring.get_metadata(0) as meta:
+            assert bytes(meta) == b"\x01\x01"  # and read: flag 1 + local_reader_rank
+        with pytest.raises(MisuseError):
+            ring.get_data(3).__enter__()
+    finally:
+        for q in (remote, local, w):
+            q.close()
+
+
+def test_a_writer_without_local_readers_has_no_ring() -> None:
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        assert (w.buffer, w.current_idx, w.local_socket) == (None, -1, None)
+        assert w.remote_socket is not None and w.n_remote_reader == 1
+
+
+def test_static_recv_unpickles_parts_as_out_of_band_buffers() -> None:
+    ctx = zmq.Context.instance()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    try:
+        pull.bind("inproc://compat-recv")
+        push.connect("inproc://compat-recv")
+        with pytest.raises(TimeoutError):
+            MessageQueue.recv(pull, 0)
+        with pytest.raises(RingTimeoutError):
+            MessageQueue.recv(pull, -1.0)  # below 0: no wait, as vLLM's
+        big = bytearray(b"x" * 4096)
+        oob: list[pickle.PickleBuffer] = []
+        body = pickle.dumps(pickle.PickleBuffer(big), protocol=5, buffer_callback=oob.append)
+        push.send_multipart([body, *[b.raw() for b in oob]])
+        got = MessageQueue.recv(pull, T)
+        assert bytes(got) == bytes(big) and len(oob) == 1
+    finally:
+        push.close(linger=0)
+        pull.close(linger=0)
