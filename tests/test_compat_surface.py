@@ -4,7 +4,13 @@ names tests patch, log records, the SGLang switch. Exact values and types."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pickle
+import shutil
+import sys
+import types
+from collections.abc import Iterator
+from unittest import mock
 
 import pytest
 import zmq
@@ -14,6 +20,7 @@ from verifiedring import (
     MessageQueue,
     MisuseError,
     RingTimeoutError,
+    SharedMemoryFullError,
     ShmRingBuffer,
 )
 from verifiedring.compat import vllm as shim
@@ -155,3 +162,133 @@ def test_static_recv_unpickles_parts_as_out_of_band_buffers() -> None:
     finally:
         push.close(linger=0)
         pull.close(linger=0)
+
+
+# --- install(): module names read at call time, log records, SGLang --------------------
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
+    """No engine here: fake package trees stand in for vLLM's and SGLang's imports."""
+    for path in (shim.VLLM_MODULE, shim.SGLANG_MODULE):
+        parts = path.split(".")
+        for i in range(1, len(parts)):
+            name = ".".join(parts[:i])
+            monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+        monkeypatch.delitem(sys.modules, path, raising=False)
+    monkeypatch.delenv("VLLM_RINGBUFFER_WARNING_INTERVAL", raising=False)
+    try:
+        yield shim.install()
+    finally:
+        shim.uninstall()
+
+
+def test_both_engines_module_paths_resolve_here(installed: types.ModuleType) -> None:
+    assert sys.modules[shim.VLLM_MODULE] is installed is sys.modules[shim.SGLANG_MODULE]
+    from sglang.srt.distributed.device_communicators import (  # type: ignore[import-not-found]
+        shm_broadcast,
+    )
+
+    assert shm_broadcast.MessageQueue is MessageQueue and shm_broadcast.Handle is shim.Handle
+    assert isinstance(shm_broadcast.SGLANG_RINGBUFFER_WARNING_INTERVAL, int)
+    with pytest.raises(MisuseError, match="engines are"):
+        shim.install("trt")
+
+
+def test_patched_warning_interval_reaches_queues_built_after(installed: types.ModuleType) -> None:
+    with MessageQueue(1, 1) as mq:
+        assert mq.log_interval == float(shim.VLLM_RINGBUFFER_WARNING_INTERVAL)
+    with mock.patch(f"{shim.VLLM_MODULE}.VLLM_RINGBUFFER_WARNING_INTERVAL", 3):
+        with MessageQueue(1, 1) as mq:
+            assert mq.log_interval == 3.0
+        with MessageQueue(1, 1) as w, MessageQueue.create_from_handle(
+            w.export_handle(), 0
+        ) as r:
+            assert r.log_interval == 3.0
+    with mock.patch(f"{shim.VLLM_MODULE}.VLLM_RINGBUFFER_WARNING_INTERVAL", 0), pytest.raises(
+        MisuseError, match="VLLM_RINGBUFFER_WARNING_INTERVAL=0"
+    ):
+        MessageQueue(1, 1)
+    shim.install("sglang")
+    with mock.patch(f"{shim.SGLANG_MODULE}.SGLANG_RINGBUFFER_WARNING_INTERVAL", 7), MessageQueue(
+        1, 1
+    ) as mq:
+        assert mq.log_interval == 7.0
+
+
+def test_patched_disk_usage_refuses_the_segment(installed: types.ModuleType) -> None:
+    usage = shutil.disk_usage("/dev/shm")._replace(free=4096)
+    with mock.patch(f"{shim.VLLM_MODULE}.shutil.disk_usage", return_value=usage) as du:
+        with pytest.raises(RuntimeError, match=r"Insufficient space in /dev/shm for "):
+            MessageQueue(1, 1, max_chunk_bytes=1 << 20, max_chunks=2)
+        with pytest.raises(SharedMemoryFullError):
+            ShmRingBuffer(1, 1 << 20, 2)
+        assert du.call_args_list[0] == mock.call("/dev/shm")
+    with ShmRingBuffer(1, 1 << 20, 2):  # the real free space again
+        pass
+
+
+def test_patched_cgroup_check_sees_every_segment(installed: types.ModuleType) -> None:
+    with mock.patch(f"{shim.VLLM_MODULE}.check_cgroup_memory_available") as check:
+        with ShmRingBuffer(2, 4096, 3) as ring:
+            size = ring.layout.total_bytes
+        assert check.call_args_list == [mock.call(size, "the ring's segment")]
+        check.reset_mock()
+        with MessageQueue(1, 1, max_chunk_bytes=4096, max_chunks=3):
+            pass
+        assert [c.args[1] for c in check.call_args_list] == ["the ring's segment"] * 2
+
+
+def _stall(installed: types.ModuleType, interval_name: str) -> None:
+    """A writer whose one reader never reads: its enqueue waits, logging stalls."""
+    with mock.patch.object(installed, interval_name, 0.05):
+        w = MessageQueue(1, 1, max_chunk_bytes=1024, max_chunks=1)
+        r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    try:
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        w.enqueue("fills the ring", timeout=T)
+        with pytest.raises(RingTimeoutError):
+            w.enqueue("waits", timeout=0.4)
+    finally:
+        r.close()
+        w.close()
+
+
+def test_stall_records_reach_vllms_logger_at_info(
+    installed: types.ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    _stall(installed, "VLLM_RINGBUFFER_WARNING_INTERVAL")
+    stalls = [r for r in caplog.records if "still waiting" in r.getMessage()]
+    assert stalls and {(r.name, r.levelno) for r in stalls} == {(shim.VLLM_MODULE, logging.INFO)}
+    assert not [r for r in caplog.records if r.name == "verifiedring"]  # re-issued, once
+    caplog.clear()
+    # SGLang's silencing line for vLLM's logger
+    logging.getLogger(shim.VLLM_MODULE).setLevel(logging.WARNING)
+    try:
+        _stall(installed, "VLLM_RINGBUFFER_WARNING_INTERVAL")
+    finally:
+        logging.getLogger(shim.VLLM_MODULE).setLevel(logging.NOTSET)
+    assert not [r for r in caplog.records if "still waiting" in r.getMessage()]
+
+
+def test_stall_records_reach_sglangs_logger_at_warning(
+    installed: types.ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    shim.install("sglang")
+    caplog.set_level(logging.DEBUG)
+    _stall(installed, "SGLANG_RINGBUFFER_WARNING_INTERVAL")
+    stalls = [r for r in caplog.records if "still waiting" in r.getMessage()]
+    assert stalls and {(r.name, r.levelno) for r in stalls} == {
+        (shim.SGLANG_MODULE, logging.WARNING)}
+
+
+def test_uninstall_restores_the_librarys_own_logging(
+    installed: types.ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    shim.uninstall()
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("verifiedring").warning("plain")
+    assert [(r.name, r.levelno) for r in caplog.records] == [("verifiedring", logging.WARNING)]
+    assert shim.VLLM_MODULE not in sys.modules

@@ -32,8 +32,10 @@ from .leftovers import SEGMENT_PREFIX, SHM_DIR, reap, segment_name
 
 NAME_PREFIX = SEGMENT_PREFIX
 SEGMENT_MODE = 0o600
-__all__ = ["NAME_PREFIX", "SHM_DIR", "RoomCheck", "SharedSegment", "check_room", "preflight",
-           "use_room_check"]
+__all__ = [
+    "NAME_PREFIX", "SHM_DIR", "RoomCheck", "SharedSegment", "check_room", "no_room", "preflight",
+    "use_room_check",
+]
 
 #: A room check: ``(size, directory, what)``, raising if the segment cannot be made.
 RoomCheck = Callable[[int, str, str], None]
@@ -52,7 +54,7 @@ def free_bytes(directory: str = SHM_DIR) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _no_room(
+def no_room(
     size: int, free: int | None, directory: str = SHM_DIR, what: str = "the ring's segment"
 ) -> SharedMemoryFullError:
     mib = 1 << 20
@@ -69,7 +71,7 @@ def check_room(size: int, directory: str = SHM_DIR, what: str = "the ring's segm
     then log the memory cgroup's headroom (:mod:`verifiedring.cgroup`)."""
     free = free_bytes(directory)
     if free is not None and size > free:
-        raise _no_room(size, free, directory, what)
+        raise no_room(size, free, directory, what)
     check_cgroup_memory_available(size, what)
 
 
@@ -136,7 +138,7 @@ class SharedSegment:
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EFBIG):
                     raise
-                raise _no_room(size, free_bytes()) from None
+                raise no_room(size, free_bytes()) from None
         except BaseException:
             os.close(fd)
             _posixshmem.shm_unlink(_tracker_name(name))
