@@ -226,6 +226,13 @@ def test_install_points_the_vllm_module_path_here(monkeypatch: pytest.MonkeyPatc
     for name in ("vllm", "vllm.distributed", "vllm.distributed.device_communicators"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.delitem(sys.modules, shim.VLLM_MODULE, raising=False)
+    try:
+        _install_and_import(monkeypatch)
+    finally:
+        shim.uninstall()
+
+
+def _install_and_import(monkeypatch: pytest.MonkeyPatch) -> None:
     shim.install()
     from vllm.distributed.device_communicators.shm_broadcast import (  # type: ignore[import-not-found]
         Handle,

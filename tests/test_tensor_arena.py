@@ -275,7 +275,7 @@ def test_small_tensors_and_remote_readers_do_not_use_the_arena(group: Any) -> No
     assert g.arena.copies == 1 and list(g.reader_arena(0).viewed) == [0]
     assert torch.equal(small, pattern(1, MIB)) and torch.equal(big, pattern(2, 3 * MIB))
     with MessageQueue(2, 1, connect_ip="127.0.0.1", enable_shm_tensor_arena=True) as w:
-        assert arena_of(w) is None and w.export_handle().arena is None
+        assert arena_of(w) is None and w.export_handle().tensor_arena_handle is None
 
 
 def test_close_releases_unviewed_slots_and_leaves_no_segment(group: Any) -> None:
@@ -357,9 +357,11 @@ def test_a_handle_with_an_altered_arena_is_refused() -> None:
     w = MessageQueue(1, 1, enable_shm_tensor_arena=True, arena_slots=1, arena_slot_bytes=MIB)
     try:
         h = w.export_handle()
-        assert h.arena is not None
-        for change in ({"n_slots": 2}, {"slot_bytes": 2 * MIB}, {"name": h.arena.name + "x"}):
-            bad = dataclasses.replace(h, arena=dataclasses.replace(h.arena, **change))
+        assert h.tensor_arena_handle is not None
+        arena_name = h.tensor_arena_handle.name
+        for change in ({"n_slots": 2}, {"slot_bytes": 2 * MIB}, {"name": arena_name + "x"}):
+            bad = dataclasses.replace(
+                h, tensor_arena_handle=dataclasses.replace(h.tensor_arena_handle, **change))
             with pytest.raises(BrokenPeerError, match="handle altered"):
                 MessageQueue.create_from_handle(bad, 0)
         r = MessageQueue.create_from_handle(h, 0)  # the unaltered one still attaches

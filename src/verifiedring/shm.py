@@ -23,14 +23,22 @@ import errno
 import mmap
 import os
 import weakref
+from collections.abc import Callable
 from multiprocessing import resource_tracker
 
+from .cgroup import check_cgroup_memory_available
 from .errors import BrokenPeerError, MisuseError, SharedMemoryFullError
 from .leftovers import SEGMENT_PREFIX, SHM_DIR, reap, segment_name
 
 NAME_PREFIX = SEGMENT_PREFIX
 SEGMENT_MODE = 0o600
-__all__ = ["NAME_PREFIX", "SHM_DIR", "SharedSegment", "check_room"]
+__all__ = [
+    "NAME_PREFIX", "SHM_DIR", "RoomCheck", "SharedSegment", "check_room", "no_room", "preflight",
+    "use_room_check",
+]
+
+#: A room check: ``(size, directory, what)``, raising if the segment cannot be made.
+RoomCheck = Callable[[int, str, str], None]
 
 
 def _tracker_name(name: str) -> str:
@@ -46,7 +54,7 @@ def free_bytes(directory: str = SHM_DIR) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def _no_room(
+def no_room(
     size: int, free: int | None, directory: str = SHM_DIR, what: str = "the ring's segment"
 ) -> SharedMemoryFullError:
     mib = 1 << 20
@@ -59,10 +67,28 @@ def _no_room(
 
 def check_room(size: int, directory: str = SHM_DIR, what: str = "the ring's segment") -> None:
     """Raise :class:`SharedMemoryFullError` (a ``MisuseError`` and, as vLLM's check
-    raises, a ``RuntimeError``) if ``directory`` cannot hold ``size`` more bytes."""
+    raises, a ``RuntimeError``) if ``directory`` cannot hold ``size`` more bytes;
+    then log the memory cgroup's headroom (:mod:`verifiedring.cgroup`)."""
     free = free_bytes(directory)
     if free is not None and size > free:
-        raise _no_room(size, free, directory, what)
+        raise no_room(size, free, directory, what)
+    check_cgroup_memory_available(size, what)
+
+
+_room_check: RoomCheck = check_room
+
+
+def use_room_check(check: RoomCheck | None) -> None:
+    """Make :meth:`SharedSegment.create` run ``check`` (an engine's own, e.g. the
+    compat layer's, which reads the names a test patches) instead of
+    :func:`check_room`; ``None`` restores it."""
+    global _room_check
+    _room_check = check_room if check is None else check
+
+
+def preflight(size: int, what: str = "the ring's segment") -> None:
+    """The room check in use (:func:`use_room_check`) for a segment of ``size`` bytes."""
+    _room_check(size, SHM_DIR, what)
 
 
 def _unlink_if_creator(name: str, creator: int) -> None:
@@ -100,7 +126,7 @@ class SharedSegment:
         if size < 1:
             raise MisuseError(f"segment size must be >= 1 byte, got {size}")
         reap()
-        check_room(size)
+        preflight(size)
         name = name or segment_name()
         fd = _posixshmem.shm_open(
             _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE
@@ -112,7 +138,7 @@ class SharedSegment:
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EFBIG):
                     raise
-                raise _no_room(size, free_bytes()) from None
+                raise no_room(size, free_bytes()) from None
         except BaseException:
             os.close(fd)
             _posixshmem.shm_unlink(_tracker_name(name))

@@ -124,6 +124,10 @@ class Deadline:
 FOREVER = Deadline(None, 0.0)
 
 
+#: The stall line's format (the compat layer logs it at an engine's level).
+STALL_MESSAGE = "pid %d still waiting after %.1f s: %s"
+
+
 class StallLog:
     """Logs ``describe()`` at WARNING once per ``interval`` while a wait lasts."""
 
@@ -139,7 +143,7 @@ class StallLog:
         """Log if an interval has passed since the last line (or the start)."""
         if now >= self._next:
             logger.warning(
-                "pid %d still waiting after %.1f s: %s",
+                STALL_MESSAGE,
                 os.getpid(), now - self._began, self._describe(),
             )
             self._next = now + self._interval

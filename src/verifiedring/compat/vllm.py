@@ -1,4 +1,4 @@
-"""vLLM's ``shm_broadcast`` names, backed by verifiedring.
+"""vLLM's (and SGLang's) ``shm_broadcast`` names, backed by verifiedring.
 
 Either import the names from here, or switch an engine with one line before it
 builds its executor::
@@ -6,53 +6,144 @@ builds its executor::
     import verifiedring.compat.vllm as shim; shim.install()
 
 :func:`install` makes ``vllm.distributed.device_communicators.shm_broadcast``
-resolve to this module (and, if that module was imported already, points its
-names here), so every ``from ...shm_broadcast import MessageQueue`` gets
-verifiedring's. The differences from vLLM's behaviour are in the README's
-compatibility table.
+and ``sglang.srt.distributed.device_communicators.shm_broadcast`` resolve to
+this module (and, where one was imported already, points its names here), so
+every ``from ...shm_broadcast import MessageQueue`` gets verifiedring's. It also
+routes verifiedring's log records to the engine's logger (:mod:`.logs`), and
+makes the queue read the names engines' tests patch, at call time:
+
+* ``VLLM_RINGBUFFER_WARNING_INTERVAL`` (``SGLANG_RINGBUFFER_WARNING_INTERVAL``
+  after ``install("sglang")``): the stall-log interval of each end built later;
+* ``shutil`` (``shutil.disk_usage``) and ``check_cgroup_memory_available``: the
+  room check before every segment is made (:func:`check_shm_free_space`).
+
+Importing this module adds vLLM's queue attributes (:mod:`.attributes`) and the
+static ``MessageQueue.recv``. The differences from vLLM's behaviour are in the
+README's compatibility table.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import pickle
+import shutil
 import sys
 from types import ModuleType
+from typing import Any
 
-from ..errors import SharedMemoryFullError
+from ..cgroup import check_cgroup_memory_available
+from ..errors import MisuseError, RingTimeoutError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
 from ..queue import Handle, MessageQueue
+from ..queue import message_queue as _queue_module
 from ..ring import ShmRingBuffer
-from ..shm import SHM_DIR, check_room
+from ..shm import SHM_DIR, no_room, use_room_check
+from .attributes import add_vllm_attributes
+from .logs import forward_to, stop_forwarding
 
 VLLM_MODULE = "vllm.distributed.device_communicators.shm_broadcast"
+SGLANG_MODULE = "sglang.srt.distributed.device_communicators.shm_broadcast"
+#: The module each engine imports, and the level it logs a stalled wait at.
+ENGINES = {"vllm": (VLLM_MODULE, logging.INFO), "sglang": (SGLANG_MODULE, logging.WARNING)}
 SHM_PATH = SHM_DIR
+#: Seconds between stall lines, as each engine reads its variable (default 60).
+VLLM_RINGBUFFER_WARNING_INTERVAL = int(os.environ.get("VLLM_RINGBUFFER_WARNING_INTERVAL", "60"))
+SGLANG_RINGBUFFER_WARNING_INTERVAL = int(
+    os.environ.get("SGLANG_RINGBUFFER_WARNING_INTERVAL", "60")
+)
 __all__ = [
+    "SGLANG_RINGBUFFER_WARNING_INTERVAL",
     "SHM_PATH",
+    "VLLM_RINGBUFFER_WARNING_INTERVAL",
     "Handle",
     "MessageQueue",
     "SharedMemoryFullError",
     "ShmRingBuffer",
+    "check_cgroup_memory_available",
     "check_shm_free_space",
     "install",
     "memory_fence",
+    "shutil",
+    "uninstall",
 ]
+_me = sys.modules[__name__]
+_engine = "vllm"  # whose variable, logger and levels: the last install()'s
 
 
 def check_shm_free_space(
     required_bytes: int, shm_path: str = SHM_PATH, *,
     allocation_name: str = "shared-memory allocation",
 ) -> None:
-    """vLLM's check: a ``RuntimeError`` ("Insufficient space in ...") naming the sizes."""
-    check_room(required_bytes, shm_path, allocation_name)
+    """vLLM's check: ``SharedMemoryFullError`` (a ``RuntimeError``, "Insufficient
+    space in ...") if ``shutil.disk_usage(shm_path)`` has too little free (skipped
+    where ``shm_path`` is no directory); then ``check_cgroup_memory_available``.
+    Both names are looked up in this module at each call."""
+    if os.path.isdir(shm_path):
+        free = _me.shutil.disk_usage(shm_path).free
+        if required_bytes > free:
+            raise no_room(required_bytes, free, shm_path, allocation_name)
+    _me.check_cgroup_memory_available(required_bytes, allocation_name)
 
 
-def install() -> ModuleType:
-    """Make vLLM's ``shm_broadcast`` module path resolve to this module; returns it."""
-    me = sys.modules[__name__]
-    previous = sys.modules.get(VLLM_MODULE)
-    if previous is not None and previous is not me:
-        for name in __all__:
-            if name != "install":
-                setattr(previous, name, getattr(me, name))
-    else:
-        sys.modules[VLLM_MODULE] = me
-    return me
+def _room_check(size: int, directory: str, what: str) -> None:
+    _me.check_shm_free_space(size, directory, allocation_name=what)
+
+
+def _warning_interval() -> float:
+    name = f"{_engine.upper()}_RINGBUFFER_WARNING_INTERVAL"
+    value = getattr(_me, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise MisuseError(f"{name}={value!r} must be a number of seconds > 0")
+    return float(value)
+
+
+def recv(socket: Any, timeout: float | None) -> Any:
+    """vLLM's static ``MessageQueue.recv``: the next multipart message on the zmq
+    ``socket``, unpickled with its other parts as out-of-band buffers. ``timeout``
+    in seconds (``None``: no bound; below 0: 0); nothing by then is a
+    :class:`RingTimeoutError` (a ``TimeoutError``)."""
+    timeout_ms = None if timeout is None else max(0, int(timeout * 1000))
+    if not socket.poll(timeout=timeout_ms):
+        raise RingTimeoutError(f"pid {os.getpid()}: no message on the socket in {timeout} s")
+    first, *rest = socket.recv_multipart(copy=False)
+    return pickle.loads(first, buffers=rest)
+
+
+def install(engine: str = "vllm") -> ModuleType:
+    """Make vLLM's and SGLang's ``shm_broadcast`` module paths resolve to this
+    module; ``engine`` ("vllm" or "sglang") picks whose warning variable, logger
+    and log levels apply. Returns this module."""
+    global _engine
+    if engine not in ENGINES:
+        raise MisuseError(f"install({engine!r}): the engines are {sorted(ENGINES)}")
+    for path, _ in ENGINES.values():
+        previous = sys.modules.get(path)
+        if previous is not None and previous is not _me:
+            for name in __all__:
+                if name not in ("install", "uninstall"):
+                    setattr(previous, name, getattr(_me, name))
+        else:
+            sys.modules[path] = _me
+    _engine = engine
+    use_room_check(_room_check)
+    _queue_module.use_log_interval(_warning_interval)
+    forward_to(*ENGINES[engine])
+    return _me
+
+
+def uninstall() -> None:
+    """Undo :func:`install`: the module paths that resolve here are dropped, the
+    queue's room check and warning interval are the core's again, and the library's
+    log records propagate as before."""
+    for path, _ in ENGINES.values():
+        if sys.modules.get(path) is _me:
+            del sys.modules[path]
+    use_room_check(None)
+    _queue_module.use_log_interval(None)
+    stop_forwarding()
+
+
+add_vllm_attributes()
+if "recv" not in MessageQueue.__dict__:
+    MessageQueue.recv = staticmethod(recv)  # type: ignore[attr-defined]

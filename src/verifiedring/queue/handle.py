@@ -14,16 +14,20 @@ from .sockets import Signer
 
 @dataclass(frozen=True)
 class Handle:
-    """Everything a reader needs to attach (picklable). The key never shows in a repr."""
+    """Everything a reader needs to attach (picklable). The key never shows in a repr.
 
-    n_reader: int
-    local_reader_ranks: tuple[int, ...]
-    buffer_handle: RingHandle | None
-    local_subscribe_addr: str | None
-    remote_subscribe_addr: str | None
-    remote_ack_addr: str | None
-    remote_window: int
-    hmac_key: bytes = field(repr=False)
+    Shaped like vLLM's: every field has a default (``Handle()`` is an empty handle no
+    reader can attach with), the ranks are a list, and ``dataclasses.replace`` works;
+    a reader still refuses a handle whose ring or arena was altered (``ring_tag``)."""
+
+    n_reader: int = 0
+    local_reader_ranks: list[int] = field(default_factory=list)
+    buffer_handle: RingHandle | None = None
+    local_subscribe_addr: str | None = None
+    remote_subscribe_addr: str | None = None
+    remote_ack_addr: str | None = None
+    remote_window: int = 0
+    hmac_key: bytes = field(default=b"", repr=False)
     #: Binds ``buffer_handle`` (name and geometry) to the key: a handle whose ring
     #: geometry was altered, even to the same total size, is refused at attach.
     ring_tag: bytes = field(default=b"", repr=False)
@@ -33,7 +37,12 @@ class Handle:
     writer_pid: int = 0
     writer_host: str = ""
     #: The writer's tensor arena (``enable_shm_tensor_arena``, local readers only).
-    arena: ArenaHandle | None = None
+    tensor_arena_handle: ArenaHandle | None = None
+    #: vLLM's: whether ``remote_subscribe_addr`` is an IPv6 address.
+    remote_addr_ipv6: bool = False
+    #: vLLM's reader-wakeup socket. Always ``None``: a sleeping reader here waits on its
+    #: futex word in the ring segment, and the writer wakes it there.
+    local_notify_addr: str | None = None
 
 
 def ring_tag(signer: Signer, ring: RingHandle, arena: ArenaHandle | None = None) -> bytes:

@@ -66,8 +66,9 @@ class LocalReader(OverflowReader, QueueReader):
             self._sock = sock = self._subscribe(
                 handle.local_subscribe_addr, bh.max_chunks + 1, None
             )
-            if handle.arena is not None:
-                self._arena = ArenaReader(handle.arena, self.local_reader_ranks.index(rank))
+            arena = handle.tensor_arena_handle
+            if arena is not None:
+                self._arena = ArenaReader(arena, self.local_reader_ranks.index(rank))
             self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)
             self._run = self._runs.run
         except BaseException:
@@ -79,12 +80,13 @@ class LocalReader(OverflowReader, QueueReader):
 
     def _check_ring(self, handle: Handle, bh: RingHandle) -> None:
         """The handle's ring is the writer's (tag) and the segment has its size."""
-        if not hmac.compare_digest(ring_tag(self._signer, bh, handle.arena), handle.ring_tag):
+        arena = handle.tensor_arena_handle
+        if not hmac.compare_digest(ring_tag(self._signer, bh, arena), handle.ring_tag):
             raise BrokenPeerError(
                 f"{self._who()}: the handle's ring (segment {bh.name!r}, n_reader="
                 f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
-                f"{bh.max_chunks}, arena {handle.arena}) is not the geometry the writer "
-                "created: handle altered"
+                f"{bh.max_chunks}, arena {arena}) is not the geometry the writer created: "
+                "handle altered"
             )
         expected = bh.layout.total_bytes
         try:

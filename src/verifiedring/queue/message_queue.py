@@ -47,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import zmq
@@ -75,6 +75,17 @@ def _log_interval() -> float:
                 raise MisuseError(f"{name}={value!r} must be > 0 seconds")
             return seconds
     return DEFAULT_LOG_INTERVAL
+
+
+_interval_source: Callable[[], float] = _log_interval
+
+
+def use_log_interval(source: Callable[[], float] | None) -> None:
+    """Make each end built from now on take its stall-log interval from ``source()``
+    (an engine's variable, e.g. the compat layer's, which a test patches) instead of
+    the environment; ``None`` restores the environment."""
+    global _interval_source
+    _interval_source = _log_interval if source is None else source
 
 
 class MessageQueue:
@@ -128,7 +139,7 @@ class MessageQueue:
         # zmq_ctx_term can block forever (seen under load with every socket closed
         # at linger 0); closing a socket with a linger bounds its queued frames.
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
-        self.log_interval = _log_interval()
+        self.log_interval = _interval_source()
         call = "enqueue()" if self.is_writer else "dequeue()"
         self._stop(self._opening, f"call wait_until_ready() before {call}")
         #: Set by :meth:`shutdown` (vLLM's attribute): a blocked call wakes and raises.
@@ -144,6 +155,11 @@ class MessageQueue:
         ``observer`` sees every protocol step from the subscription on (traces)."""
         if not isinstance(handle, Handle):
             raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
+        if handle.n_reader < 1:
+            raise MisuseError(
+                "the handle has no reader (an empty Handle()): attach with the handle the "
+                "writer's export_handle() gave"
+            )
         if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
             raise MisuseError(
                 f"rank must be an int in 0..{MAX_RANK - 1}, or -1 for a remote reader without "

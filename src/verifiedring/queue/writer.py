@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import MisuseError, RingTimeoutError
 from ..hosts import writer_connect_ip
 from ..layout import RingLayout
-from ..shm import check_room
+from ..shm import preflight
 from ..steps import (
     WRITER_ACTOR,
     WRITER_PUBLISH_CHUNK,
@@ -110,7 +110,7 @@ class QueueWriter(WriterBase):
                 f"{wire.HEADER_BYTES}-byte header plus at least 1 byte"
             )
         if n_local_reader:
-            check_room(layout.total_bytes)
+            preflight(layout.total_bytes)
         self.n_reader = n_reader
         self.n_local_reader = n_local_reader
         self.local_reader_ranks = ranks

@@ -130,7 +130,7 @@ class WriterBase(MessageQueue):
         arena = None if local is None or local.arena is None else local.arena.handle
         return Handle(
             n_reader=self.n_reader,
-            local_reader_ranks=self.local_reader_ranks,
+            local_reader_ranks=list(self.local_reader_ranks),
             buffer_handle=ring,
             local_subscribe_addr=None if local is None else local.frames.endpoint.address,
             remote_subscribe_addr=None if remote is None else remote.address,
@@ -141,7 +141,8 @@ class WriterBase(MessageQueue):
             curve=None if remote is None else remote.keys.reader,
             writer_pid=os.getpid(),
             writer_host=socket.gethostname(),
-            arena=arena,
+            tensor_arena_handle=arena,
+            remote_addr_ipv6=remote is not None and remote.address.startswith("tcp://["),
         )
 
     # --- the handshake -------------------------------------------------------
