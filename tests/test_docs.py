@@ -325,11 +325,6 @@ SETTINGS = [
     Setting("bench/README.md", "Target: <= 2x", "a target for the ratio, not a result"),
 ]
 
-#: Prose timings known to remain in text that other changes own; each entry goes when
-#: its text does (a stale entry fails too, so this list only shrinks).
-PENDING = [
-]
-
 
 def results_table_lines(text: str) -> range:
     """Line numbers (1-based) of the README's results table, markers included."""
@@ -375,7 +370,7 @@ def test_no_timings_in_prose() -> None:
     used: set[Setting] = set()
     for doc, number, line in prose():
         for m in TIMING.finditer(line):
-            known = [e for e in [*SETTINGS, *PENDING] if _matches(e, doc, line, m.group())]
+            known = [e for e in SETTINGS if _matches(e, doc, line, m.group())]
             used.update(known)
             if not known:
                 problems.append(
@@ -383,7 +378,7 @@ def test_no_timings_in_prose() -> None:
                     "belongs in bench/results and the README's results table; a setting goes "
                     "in SETTINGS (tests/test_docs.py) with its reason"
                 )
-    for entry in [*SETTINGS, *PENDING]:
+    for entry in SETTINGS:
         if entry not in used:
             problems.append(
                 f"{entry.doc}: `{entry.phrase}` is gone: delete its entry in tests/test_docs.py"
