@@ -285,6 +285,31 @@ def test_a_reader_cancelled_mid_run_raises_for_that_message_at_the_next_dequeue(
     writer.join(T)
 
 
+def test_a_reader_cancelled_again_while_skipping_the_rest_still_raises_for_that_message(
+    stream_group: Callable[..., Group],
+) -> None:
+    """Cancelled mid-run, then cancelled again while the next dequeue skips the run's
+    rest (the writer still pickling): the message still raises DecodeError once, at
+    the dequeue that finishes the skip."""
+    g = stream_group(1)
+    reader = g.readers[0]
+    cancel = threading.Event()
+    writer = threading.Thread(target=lambda: (
+        g.writer.enqueue([b"c" * 100_000, _SlowToPickle(), _SlowToPickle()], timeout=T),
+        g.writer.enqueue("next", timeout=T),
+    ))
+    writer.start()
+    threading.Timer(0.25, cancel.set).start()
+    with pytest.raises(CancelledError):
+        reader.dequeue(timeout=T, cancel=cancel)  # waits mid-run for the rest
+    with pytest.raises(CancelledError):
+        reader.dequeue(timeout=T, cancel=cancel)  # skipping the rest, woken again
+    with pytest.raises(DecodeError, match=r"message seq 0 .*interrupted mid-run"):
+        reader.dequeue(timeout=T)
+    assert reader.dequeue(timeout=T) == "next"
+    writer.join(T)
+
+
 def test_a_reader_closed_after_an_interrupt_mid_run_closes_cleanly(
     stream_group: Callable[..., Group],
 ) -> None:
