@@ -32,6 +32,7 @@ from verifiedring import (
     VerifiedRingError,
 )
 from verifiedring.queue import wire
+from verifiedring.queue.transmitters import RemoteTransmitter
 from verifiedring.testing.faults import interrupt_writer_wait, run_holds_object, writer_run
 
 T = 20.0
@@ -220,6 +221,40 @@ def test_a_run_interrupted_while_waiting_for_room_aborts_for_remote_readers_too(
         assert isinstance(per_reader[0], MessageAbortedError) and per_reader[0].seq == 0
         assert "interrupted" in str(per_reader[0])
         assert per_reader[1] == "next"
+
+
+def test_a_writer_interrupted_sending_an_abort_frame_is_broken_saying_so(
+    stream_group: Callable[..., Group], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ABORT chunk is published, its remote frame not sent: seq 0 is out, so the
+    writer refuses from then on, naming the interrupted abort."""
+    g = stream_group(1, 1)
+    writer = g.writer
+    _interrupt_while_waiting_for_room(writer)
+    send = RemoteTransmitter.send
+
+    def interrupted_abort(self: RemoteTransmitter, parts: list[Any], *rest: Any) -> None:
+        if wire.read_header(parts[0])[0] == wire.RUN_ABORT:
+            raise KeyboardInterrupt
+        send(self, parts, *rest)
+
+    monkeypatch.setattr(RemoteTransmitter, "send", interrupted_abort)
+    got: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            g.readers[0].dequeue(timeout=T)
+        except VerifiedRingError as exc:
+            got.append(exc)
+
+    reader = threading.Thread(target=read)  # makes room for the ABORT chunk
+    reader.start()
+    with pytest.raises(KeyboardInterrupt):
+        writer.enqueue("next", timeout=T)  # the due abort first
+    reader.join(JOIN)
+    assert isinstance(got[0], MessageAbortedError) and got[0].seq == 0
+    with pytest.raises(BrokenPeerError, match="abort frame of message seq 0 was interrupted"):
+        writer.enqueue("next", timeout=T)
 
 
 class _InterruptsLoading:

@@ -261,7 +261,17 @@ class QueueWriter(WriterBase):
         remote = self._remote
         if remote is not None:
             self._state = WriterState.REMOTE_ABORT
-            self._send(remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq)
+            try:
+                self._send(
+                    remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq
+                )
+            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                if self._state is not WriterState.BROKEN:
+                    self._break(
+                        f"broken since sending the abort frame of message seq {seq} was "
+                        f"interrupted ({type(exc).__name__}) after its ABORT was published"
+                    )
+                raise
         self._seq = seq + 1
         self._state = _CHUNK
 
