@@ -100,9 +100,9 @@ class LocalTransmitter:
         obs = self.observer
         # spec: WriterPublishChunk -- the object inline, or its overflow marker
         chunk = cursor.fill()
-        if obs is not None:
-            obs.begin(WRITER_ACTOR)
-        try:
+        try:  # from here on a raise (KeyboardInterrupt too) leaves the chunk unpublished
+            if obs is not None:
+                obs.begin(WRITER_ACTOR)
             _encode_chunk(chunk, seq, p, inline)
         except BaseException:
             cursor.abort()
