@@ -25,7 +25,7 @@ from ..steps import (
     WRITER_SHUTDOWN,
     QueueObserver,
 )
-from ..waiting import Deadline
+from ..waiting import FOREVER, Deadline
 from . import wire
 from .flavors.arena import ArenaOptions
 from .flavors.run.writer import RunSender, RunWriter
@@ -137,8 +137,13 @@ class QueueWriter(WriterBase):
             raise self._conflict("enqueue()")
         self._busy = True
         try:
-            # at CHUNK, the hot path; else a due abort first, or a refusal
-            deadline = _after(timeout) if self._state is _CHUNK else self._settle(timeout)
+            # at CHUNK, the hot path (untimed: no call); else a due abort first, or a refusal
+            if self._state is not _CHUNK:
+                deadline = self._settle(timeout)
+            elif timeout is None:
+                deadline = FOREVER
+            else:
+                deadline = _after(timeout)
             seq = self._seq
             streaming = self._streaming
             if streaming is None:
