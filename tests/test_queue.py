@@ -563,3 +563,23 @@ def test_repr_names_type_role_rank_seq_and_state() -> None:
     assert repr(cursor).endswith("chunk 0 closed>") and repr(ring).endswith(", writer closed>")
     g.close()
     assert repr(w).endswith(" seq 1 closed>") and repr(r).endswith(" seq 1 closed>")
+
+
+def test_an_interrupt_right_after_a_marker_is_published_breaks_the_writer(
+    group: Callable[..., Group], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The marker is out, its frame not sent: the writer refuses from then on (a retry
+    with the same seq would hand the reader the next object in this one's place)."""
+    from verifiedring.queue import wire
+
+    g = group(1, 0)
+
+    def interrupted(seq: int, p: Any) -> list[Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wire, "frame_parts", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        g.writer.enqueue(b"o" * 10_000, timeout=T)  # overflow: marker, then its frame
+    monkeypatch.undo()
+    with pytest.raises(BrokenPeerError, match="message seq 0 was interrupted"):
+        g.writer.enqueue("next", timeout=T)

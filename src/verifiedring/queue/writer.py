@@ -185,7 +185,15 @@ class QueueWriter(WriterBase):
                     self._state = _RUN  # left mid-run: its ABORT is due
                 raise
         if overflow or remote is not None:
-            self._send_frames(seq, wire.frame_parts(seq, p), overflow, remote)
+            try:  # from the call on: its frame_parts, its first line (an interrupt there)
+                self._send_frames(seq, wire.frame_parts(seq, p), overflow, remote)
+            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                if self._state is not WriterState.BROKEN:
+                    self._break(
+                        f"broken since sending message seq {seq} was interrupted "
+                        f"({type(exc).__name__}) after it was published"
+                    )
+                raise
         self._seq = seq + 1
 
     def _stream(
@@ -208,22 +216,14 @@ class QueueWriter(WriterBase):
         self, seq: int, parts: list[Any], overflow: bool, remote: RemoteTransmitter | None
     ) -> None:
         """Message ``seq``'s frames, after its chunk: the marker's on the local socket,
-        then the remote one. Interrupted, the writer is broken: ``seq`` is out."""
+        then the remote one. Interrupted, the writer is broken (the caller's)."""
         local = self._local
-        try:
-            if overflow and local is not None:
-                self._state = WriterState.LOCAL
-                self._send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
-            if remote is not None:
-                self._state = WriterState.REMOTE
-                self._send(remote.send, parts, f"remote frame seq {seq}", seq)
-        except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-            if self._state is not WriterState.BROKEN:
-                self._break(
-                    f"broken since sending message seq {seq} was interrupted "
-                    f"({type(exc).__name__}) after it was published"
-                )
-            raise
+        if overflow and local is not None:
+            self._state = WriterState.LOCAL
+            self._send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
+        if remote is not None:
+            self._state = WriterState.REMOTE
+            self._send(remote.send, parts, f"remote frame seq {seq}", seq)
         self._state = _CHUNK
 
     @contextlib.contextmanager
