@@ -27,6 +27,7 @@ from verifiedring import (
     RingTimeoutError,
     ShmRingBuffer,
 )
+from verifiedring.ring import WriterCursor
 from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
 
 T = 10.0  # generous bound for any single wait in these tests
@@ -583,3 +584,24 @@ def test_an_interrupt_right_after_a_marker_is_published_breaks_the_writer(
     monkeypatch.undo()
     with pytest.raises(BrokenPeerError, match="message seq 0 was interrupted"):
         g.writer.enqueue("next", timeout=T)
+
+
+def test_an_interrupt_as_a_chunk_is_published_leaves_it_unpublished_and_the_writer_usable(
+    group: Callable[..., Group], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KeyboardInterrupt delivered at publish()'s first line (before any flag store):
+    the chunk is let go unpublished, so the next enqueue reuses it and its seq."""
+    g = group(1, 0)
+    publish = WriterCursor.publish
+
+    def interrupted(self: WriterCursor) -> None:
+        monkeypatch.setattr(WriterCursor, "publish", publish)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(WriterCursor, "publish", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        g.writer.enqueue("lost", timeout=T)
+    g.writer.enqueue("next", timeout=T)
+    assert g.readers[0].dequeue(timeout=T) == "next"
+    with pytest.raises(RingTimeoutError):
+        g.readers[0].dequeue(timeout=0)
