@@ -26,6 +26,7 @@ from verifiedring import (
     RingTimeoutError,
     ShmRingBuffer,
 )
+from verifiedring.ring import WriterCursor
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
 from verifiedring.testing.launcher import Supervisor, Task, raise_for
@@ -547,3 +548,44 @@ def test_repr_names_type_role_rank_seq_and_state() -> None:
     assert repr(cursor).endswith("chunk 0 closed>") and repr(ring).endswith(", writer closed>")
     g.close()
     assert repr(w).endswith(" seq 1 closed>") and repr(r).endswith(" seq 1 closed>")
+
+
+def test_an_interrupt_right_after_a_marker_is_published_breaks_the_writer(
+    group: Callable[..., Group], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The marker is out, its frame not sent: the writer refuses from then on (a retry
+    with the same seq would hand the reader the next object in this one's place)."""
+    from verifiedring.queue import wire
+
+    g = group(1, 0)
+
+    def interrupted(seq: int, p: Any) -> list[Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wire, "frame_parts", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        g.writer.enqueue(b"o" * 10_000, timeout=T)  # overflow: marker, then its frame
+    monkeypatch.undo()
+    with pytest.raises(BrokenPeerError, match="message seq 0 was interrupted"):
+        g.writer.enqueue("next", timeout=T)
+
+
+def test_an_interrupt_as_a_chunk_is_published_leaves_it_unpublished_and_the_writer_usable(
+    group: Callable[..., Group], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KeyboardInterrupt delivered at publish()'s first line (before any flag store):
+    the chunk is let go unpublished, so the next enqueue reuses it and its seq."""
+    g = group(1, 0)
+    publish = WriterCursor.publish
+
+    def interrupted(self: WriterCursor) -> None:
+        monkeypatch.setattr(WriterCursor, "publish", publish)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(WriterCursor, "publish", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        g.writer.enqueue("lost", timeout=T)
+    g.writer.enqueue("next", timeout=T)
+    assert g.readers[0].dequeue(timeout=T) == "next"
+    with pytest.raises(RingTimeoutError):
+        g.readers[0].dequeue(timeout=0)

@@ -31,6 +31,7 @@ from verifiedring import (
     VerifiedRingError,
 )
 from verifiedring.queue import wire
+from verifiedring.queue.transmitters import RemoteTransmitter
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import interrupt_writer_wait, run_holds_object, writer_run
 from verifiedring.testing.launcher import Supervisor, Task, raise_for
@@ -223,6 +224,40 @@ def test_a_run_interrupted_while_waiting_for_room_aborts_for_remote_readers_too(
         assert per_reader[1] == "next"
 
 
+def test_a_writer_interrupted_sending_an_abort_frame_is_broken_saying_so(
+    stream_group: Callable[..., Group], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ABORT chunk is published, its remote frame not sent: seq 0 is out, so the
+    writer refuses from then on, naming the interrupted abort."""
+    g = stream_group(1, 1)
+    writer = g.writer
+    _interrupt_while_waiting_for_room(writer)
+    send = RemoteTransmitter.send
+
+    def interrupted_abort(self: RemoteTransmitter, parts: list[Any], *rest: Any) -> None:
+        if wire.read_header(parts[0])[0] == wire.RUN_ABORT:
+            raise KeyboardInterrupt
+        send(self, parts, *rest)
+
+    monkeypatch.setattr(RemoteTransmitter, "send", interrupted_abort)
+    got: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            g.readers[0].dequeue(timeout=T)
+        except VerifiedRingError as exc:
+            got.append(exc)
+
+    reader = threading.Thread(target=read)  # makes room for the ABORT chunk
+    reader.start()
+    with pytest.raises(KeyboardInterrupt):
+        writer.enqueue("next", timeout=T)  # the due abort first
+    reader.join(JOIN)
+    assert isinstance(got[0], MessageAbortedError) and got[0].seq == 0
+    with pytest.raises(BrokenPeerError, match="abort frame of message seq 0 was interrupted"):
+        writer.enqueue("next", timeout=T)
+
+
 class _InterruptsLoading:
     def __reduce__(self) -> Any:
         return (_interrupt, ())
@@ -300,6 +335,47 @@ def test_a_reader_cancelled_mid_run_raises_for_that_message_at_the_next_dequeue(
     finally:
         held.release.set()
         canceller.join(T)
+    with pytest.raises(DecodeError, match=r"message seq 0 .*interrupted mid-run"):
+        reader.dequeue(timeout=T)
+    assert reader.dequeue(timeout=T) == "next"
+    writer.join(T)
+
+
+def test_a_reader_cancelled_again_while_skipping_the_rest_still_raises_for_that_message(
+    stream_group: Callable[..., Group],
+) -> None:
+    """Cancelled mid-run, then cancelled again while the next dequeue skips the run's
+    rest (the writer still pickling): the message still raises DecodeError once, at
+    the dequeue that finishes the skip."""
+    g = stream_group(1)
+    reader = g.readers[0]
+    cancel = threading.Event()
+    held = _HeldWhilePickling()
+    held.pickling.clear()
+    held.release.clear()
+    writer = threading.Thread(target=lambda: (
+        g.writer.enqueue([b"c" * 100_000, held], timeout=T),
+        g.writer.enqueue("next", timeout=T),
+    ))
+    writer.start()
+    me = threading.current_thread()
+
+    def cancel_once_blocked() -> None:
+        held.pickling.wait(T)  # the run's first chunks are out; the writer is held
+        wait_blocked(me, T)  # the reader waits for the run's rest
+        cancel.set()
+
+    try:
+        # mid-run, then while the next dequeue skips the run's rest (the writer still held)
+        for _ in range(2):
+            canceller = threading.Thread(target=cancel_once_blocked)
+            canceller.start()
+            with pytest.raises(CancelledError):
+                reader.dequeue(timeout=T, cancel=cancel)
+            canceller.join(T)
+            cancel.clear()
+    finally:
+        held.release.set()
     with pytest.raises(DecodeError, match=r"message seq 0 .*interrupted mid-run"):
         reader.dequeue(timeout=T)
     assert reader.dequeue(timeout=T) == "next"

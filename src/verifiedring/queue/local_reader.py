@@ -173,10 +173,14 @@ class LocalReader(OverflowReader, QueueReader):
                 self._state = ReaderState.RUN  # the next dequeue skips the rest
 
     def _finish_interrupted_run(self) -> None:
+        """Skip the rest of the run a dequeue left mid-way and raise DecodeError for
+        it; left mid-way again (an interrupt, a cancel), the state stays RUN."""
         interrupted = self._runs.interrupted
-        self._state = ReaderState.IDLE
         if interrupted is not None:
-            raise self._runs.finish_interrupted(*interrupted)
+            err = self._runs.finish_interrupted(*interrupted)
+            self._state = ReaderState.IDLE
+            raise err
+        self._state = ReaderState.IDLE
 
     # --- what the run asks (RunOwner) ---------------------------------------------
 

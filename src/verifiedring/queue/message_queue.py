@@ -144,6 +144,7 @@ class MessageQueue:
         self._stop(self._opening, f"call wait_until_ready() before {call}")
         #: Set by :meth:`shutdown` (vLLM's attribute): a blocked call wakes and raises.
         self.shutting_down = False
+        self._busy = False  # on the instance: every call reads it, a class lookup costs
 
     # --- construction of readers ---------------------------------------------
 

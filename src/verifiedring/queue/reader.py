@@ -19,7 +19,7 @@ from ..steps import (
     QueueObserver,
     reader_actor,
 )
-from ..waiting import Deadline, StallLog
+from ..waiting import FOREVER, Deadline, StallLog
 from . import wire
 from .curve import CurveKeys
 from .handle import Handle
@@ -67,6 +67,7 @@ class QueueReader(MessageQueue):
         # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
         self._shutdown_total: int | None = None
         self._handle = handle
+        self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
         self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
         self._writer_pid = handle.writer_pid
@@ -104,9 +105,13 @@ class QueueReader(MessageQueue):
             arena = self._arena
             if arena is not None:
                 arena.begin(self._seq)  # the message its stubs may name
+            if timeout is None:  # the hot path: no call, no compare with None
+                deadline, poll = FOREVER, False
+            else:
+                deadline, poll = _after(timeout), timeout == 0
             if state is _IDLE:
-                return self._dequeue(_after(timeout), timeout == 0)
-            return self._unfinished(_after(timeout), timeout == 0)
+                return self._dequeue(deadline, poll)
+            return self._unfinished(deadline, poll)
         finally:
             self._busy = False
 

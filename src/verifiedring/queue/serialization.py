@@ -54,14 +54,13 @@ from __future__ import annotations
 import copyreg
 import pickle
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MisuseError
 from .wire import Pickled
 
 if TYPE_CHECKING:
     from ..arena import ArenaWriter
-    from .flavors.run.writer import Spill
 
 PROTOCOL = 5
 #: Buffers smaller than this stay inside the pickle stream (a frame per tiny
@@ -103,6 +102,25 @@ def _rebuild_tensor(buf: Any, dtype: str, shape: tuple[int, ...]) -> Any:
     if not len(buf):
         return torch.empty(shape, dtype=getattr(torch, dtype))
     return torch.frombuffer(buf, dtype=torch.uint8).view(getattr(torch, dtype)).view(shape)
+
+
+class Spill(Protocol):
+    """The file :meth:`Serializer.dump_into` pickles into (the run flavor's
+    :class:`~.flavors.run.writer.Spill`): named here, so the serializer imports no
+    flavor."""
+
+    #: What was written while the object still fits one chunk, in order.
+    parts: list[Any]
+    #: Where the serializer keeps the out-of-band buffers it takes.
+    buffers: list[memoryview]
+    #: The object went into a run (nothing is returned for it).
+    streamed: bool
+    #: The exception this file raised, if any (not the pickler's own).
+    raised: BaseException | None
+
+    def write(self, b: Any) -> int: ...
+
+    def keep_out_of_band(self, nbytes: int) -> bool: ...
 
 
 class Serializer:

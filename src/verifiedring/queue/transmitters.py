@@ -100,14 +100,15 @@ class LocalTransmitter:
         obs = self.observer
         # spec: WriterPublishChunk -- the object inline, or its overflow marker
         chunk = cursor.fill()
-        if obs is not None:
-            obs.begin(WRITER_ACTOR)
-        try:
+        try:  # a raise before publish() lets go of the chunk (KeyboardInterrupt too)
+            if obs is not None:
+                obs.begin(WRITER_ACTOR)
             _encode_chunk(chunk, seq, p, inline)
+            cursor.publish()
         except BaseException:
-            cursor.abort()
+            if cursor.holding:  # encoding raised, or publish() was interrupted at its start
+                cursor.abort()
             raise
-        cursor.publish()
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, obj,
                     "inline" if inline else "overflow")

@@ -74,6 +74,7 @@ CONTROL_MESSAGES = 2
 HEADER = struct.Struct("<BQQI")
 LENGTH = struct.Struct("<Q")
 HEADER_BYTES = HEADER.size
+_unpack_header = HEADER.unpack_from  # bound once: decode_chunk is on the hot path
 _LEN = LENGTH.size
 ACK = struct.Struct("<IQ")  # rank, received count
 HELLO_PREFIX = b"\xffvr-hello"
@@ -145,7 +146,7 @@ def encode_chunk(chunk: memoryview, seq: int, p: Pickled, inline: bool) -> None:
 def decode_chunk(chunk: memoryview, expect: int) -> tuple[int, int, int, int] | None:
     """The header of a chunk that starts message ``expect`` (a kind of
     :data:`CHUNK_KINDS`), else ``None`` (a message lost or reordered)."""
-    header: tuple[int, int, int, int] = HEADER.unpack_from(chunk)
+    header: tuple[int, int, int, int] = _unpack_header(chunk)
     if header[1] != expect or header[0] not in CHUNK_KINDS:
         return None
     return header

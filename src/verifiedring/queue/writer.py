@@ -25,7 +25,7 @@ from ..steps import (
     WRITER_SHUTDOWN,
     QueueObserver,
 )
-from ..waiting import Deadline
+from ..waiting import FOREVER, Deadline
 from . import wire
 from .flavors.arena import ArenaOptions
 from .flavors.run.writer import RunSender, RunWriter
@@ -138,8 +138,13 @@ class QueueWriter(WriterBase):
             raise self._conflict("enqueue()")
         self._busy = True
         try:
-            # at CHUNK, the hot path; else a due abort first, or a refusal
-            deadline = _after(timeout) if self._state is _CHUNK else self._settle(timeout)
+            # at CHUNK, the hot path (untimed: no call); else a due abort first, or a refusal
+            if self._state is not _CHUNK:
+                deadline = self._settle(timeout)
+            elif timeout is None:
+                deadline = FOREVER
+            else:
+                deadline = _after(timeout)
             seq = self._seq
             streaming = self._streaming
             if streaming is None:
@@ -181,7 +186,15 @@ class QueueWriter(WriterBase):
                     self._state = _RUN  # left mid-run: its ABORT is due
                 raise
         if overflow or remote is not None:
-            self._send_frames(seq, wire.frame_parts(seq, p), overflow, remote)
+            try:  # from the call on: its frame_parts, its first line (an interrupt there)
+                self._send_frames(seq, wire.frame_parts(seq, p), overflow, remote)
+            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                if self._state is not WriterState.BROKEN:
+                    self._break(
+                        f"broken since sending message seq {seq} was interrupted "
+                        f"({type(exc).__name__}) after it was published"
+                    )
+                raise
         self._seq = seq + 1
 
     def _stream(
@@ -204,22 +217,14 @@ class QueueWriter(WriterBase):
         self, seq: int, parts: list[Any], overflow: bool, remote: RemoteTransmitter | None
     ) -> None:
         """Message ``seq``'s frames, after its chunk: the marker's on the local socket,
-        then the remote one. Interrupted, the writer is broken: ``seq`` is out."""
+        then the remote one. Interrupted, the writer is broken (the caller's)."""
         local = self._local
-        try:
-            if overflow and local is not None:
-                self._state = WriterState.LOCAL
-                self._send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
-            if remote is not None:
-                self._state = WriterState.REMOTE
-                self._send(remote.send, parts, f"remote frame seq {seq}", seq)
-        except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-            if self._state is not WriterState.BROKEN:
-                self._break(
-                    f"broken since sending message seq {seq} was interrupted "
-                    f"({type(exc).__name__}) after it was published"
-                )
-            raise
+        if overflow and local is not None:
+            self._state = WriterState.LOCAL
+            self._send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
+        if remote is not None:
+            self._state = WriterState.REMOTE
+            self._send(remote.send, parts, f"remote frame seq {seq}", seq)
         self._state = _CHUNK
 
     @contextlib.contextmanager
@@ -262,7 +267,17 @@ class QueueWriter(WriterBase):
         remote = self._remote
         if remote is not None:
             self._state = WriterState.REMOTE_ABORT
-            self._send(remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq)
+            try:
+                self._send(
+                    remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq
+                )
+            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                if self._state is not WriterState.BROKEN:
+                    self._break(
+                        f"broken since sending the abort frame of message seq {seq} was "
+                        f"interrupted ({type(exc).__name__}) after its ABORT was published"
+                    )
+                raise
         self._seq = seq + 1
         self._state = _CHUNK
 
