@@ -55,7 +55,6 @@ and their bounds, in ``spec/README.md``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from .cursor_base import ReaderSide, WriterSide, claimed_roles
@@ -177,12 +176,7 @@ class WriterCursor(WriterSide):
 
     __enter__ = fill
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is None:
             self.publish()
         else:
@@ -378,12 +372,7 @@ class ReaderCursor(ReaderSide):
 
     __enter__ = take
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def release(self) -> None:

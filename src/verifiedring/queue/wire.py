@@ -48,7 +48,7 @@ import pickletools
 import struct
 from typing import Any
 
-from ..errors import DecodeError
+from ..errors import DecodeError, MisuseError
 
 INLINE = 0
 OVERFLOW = 1
@@ -90,6 +90,15 @@ Pickled = tuple[bytes, list[memoryview], bool]
 
 def kind_name(kind: int) -> str:
     return KIND_NAMES.get(kind, f"unknown kind {kind}")
+
+
+def check_chunk_bytes(max_chunk_bytes: int) -> None:
+    """Refuse a chunk size that cannot hold a message: the header plus one byte."""
+    if max_chunk_bytes < HEADER_BYTES + 1:
+        raise MisuseError(
+            f"max_chunk_bytes={max_chunk_bytes} cannot hold a message: a chunk needs the "
+            f"{HEADER_BYTES}-byte header plus at least 1 byte"
+        )
 
 
 def buffer_bytes(nbytes: int) -> int:

@@ -104,11 +104,7 @@ class QueueWriter(WriterBase):
             bind_address(connect_ip or "")  # refuses wildcard addresses before any resource
         remote = RemoteOptions(remote_window, linger)
         layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
-        if max_chunk_bytes < wire.HEADER_BYTES + 1:
-            raise MisuseError(
-                f"max_chunk_bytes={max_chunk_bytes} cannot hold a message: a chunk needs the "
-                f"{wire.HEADER_BYTES}-byte header plus at least 1 byte"
-            )
+        wire.check_chunk_bytes(max_chunk_bytes)
         if n_local_reader:
             preflight(layout.total_bytes)
         self.n_reader = n_reader
@@ -189,11 +185,7 @@ class QueueWriter(WriterBase):
             try:  # from the call on: its frame_parts, its first line (an interrupt there)
                 self._send_frames(seq, wire.frame_parts(seq, p), overflow, remote)
             except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                if self._state is not WriterState.BROKEN:
-                    self._break(
-                        f"broken since sending message seq {seq} was interrupted "
-                        f"({type(exc).__name__}) after it was published"
-                    )
+                self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
                 raise
         self._seq = seq + 1
 
@@ -272,11 +264,9 @@ class QueueWriter(WriterBase):
                     remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq
                 )
             except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                if self._state is not WriterState.BROKEN:
-                    self._break(
-                        f"broken since sending the abort frame of message seq {seq} was "
-                        f"interrupted ({type(exc).__name__}) after its ABORT was published"
-                    )
+                self._break_interrupted(
+                    exc, f"sending the abort frame of message seq {seq}", "its ABORT was published"
+                )
                 raise
         self._seq = seq + 1
         self._state = _CHUNK

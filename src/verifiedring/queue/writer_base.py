@@ -203,6 +203,14 @@ class WriterBase(MessageQueue):
     def _break(self, why: str) -> None:
         self._stop(WriterState.BROKEN, why)
 
+    def _break_interrupted(self, exc: BaseException, what: str, after: str) -> None:
+        """``what`` raised (an interrupt too) after ``after``: its sequence number is
+        out, so the writer is broken for good (unless it already is)."""
+        if self._state is not WriterState.BROKEN:
+            self._break(
+                f"broken since {what} was interrupted ({type(exc).__name__}) after {after}"
+            )
+
     def _ring_stalled(
         self, local: LocalTransmitter, seq: int, exc: RingTimeoutError
     ) -> RingTimeoutError:
