@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,6 +202,35 @@ def row_code_file(base: str | None, cell: str) -> str | None:
     return base if base and base.endswith(".py") else None
 
 
+def action_row_problems(
+    at: str, name: str, code: str | None, actions: Collection[str],
+    sites: Mapping[str, set[str]],
+) -> list[str]:
+    """What is wrong with action ``name`` in the table row ``at`` whose code column
+    names ``code``: no action of the specs, or not the file of its ``# spec:`` site."""
+    problems: list[str] = []
+    if name not in actions:
+        problems.append(
+            f"{at}: `{name}` is not an action of "
+            f"{', '.join(s.name for s in SPECS)}: rename or remove that row"
+        )
+    if name in NO_CODE_SITE:
+        return problems
+    where = sites.get(name, set())
+    if code is None:
+        problems.append(
+            f"{at}: `{name}`'s row names no code file "
+            f"(its `# spec: {name}` site is in {sorted(where) or 'no file'})"
+        )
+    elif where != {code}:
+        problems.append(
+            f"{at}: `{name}`'s row names `{code}`, but its "
+            f"`# spec: {name}` site is in {sorted(where) or 'no file of src/'}: "
+            "update that row's code column"
+        )
+    return problems
+
+
 def test_action_tables_name_each_actions_code_site() -> None:
     actions = {a: spec for spec in SPECS for a in protocol_actions(spec.read_text())}
     sites = {
@@ -219,27 +249,9 @@ def test_action_tables_name_each_actions_code_site() -> None:
             if not names:
                 problems.append(f"{table.where(row)}: the row names no action")
             code = row_code_file(base, row.cells[column])
+            listed.update(names)
             for name in names:
-                listed.add(name)
-                if name not in actions:
-                    problems.append(
-                        f"{table.where(row)}: `{name}` is not an action of "
-                        f"{', '.join(s.name for s in SPECS)}: rename or remove that row"
-                    )
-                if name in NO_CODE_SITE:
-                    continue
-                where = sites.get(name, set())
-                if code is None:
-                    problems.append(
-                        f"{table.where(row)}: `{name}`'s row names no code file "
-                        f"(its `# spec: {name}` site is in {sorted(where) or 'no file'})"
-                    )
-                elif where != {code}:
-                    problems.append(
-                        f"{table.where(row)}: `{name}`'s row names `{code}`, but its "
-                        f"`# spec: {name}` site is in {sorted(where) or 'no file of src/'}: "
-                        "update that row's code column"
-                    )
+                problems += action_row_problems(table.where(row), name, code, actions, sites)
     every_step = {*steps.ALL_STEPS, *steps.SLEEP_STEPS, *steps.QUEUE_STEPS, *steps.ARENA_STEPS}
     for name in sorted(every_step - listed):
         problems.append(f"`{name}` (steps.py) has no row in spec/README.md's action tables")

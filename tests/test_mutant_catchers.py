@@ -303,6 +303,7 @@ def test_socket_hwm_covers_the_window_with_batching(queues: Make) -> None:
     for sock, option, most in pipes:
         assert sock is not None
         hwm = sock.getsockopt(option)
+        assert isinstance(hwm, int), (option, hwm)
         assert _never_reached(hwm, most + control), (option, hwm, most)
     w.enqueue(BIG, timeout=T)
     assert [local.dequeue(T), remote.dequeue(T)] == [BIG, BIG]

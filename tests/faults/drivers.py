@@ -660,6 +660,25 @@ def remote_reader_proc(handle: Handle, pause_after: int, n: int) -> None:
             line.send(r.dequeue(T))
 
 
+def _enqueue_past_forged_acks(
+    w: MessageQueue, ackers: list[Any], n: int, secret: bytes
+) -> list[float]:
+    """Enqueue messages ``0..n-1`` (timeout 1 s), each after a forged ack from every
+    acker; how long each enqueue took."""
+    import zmq
+
+    durations: list[float] = []
+    forged = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
+    for i in range(n):
+        for a in ackers:
+            with contextlib.suppress(zmq.Again):
+                a.send(forged, zmq.NOBLOCK)
+        t0 = time.monotonic()
+        w.enqueue((i, secret * 2000), timeout=1.0)  # never delayed by an outsider
+        durations.append(time.monotonic() - t0)
+    return durations
+
+
 def outsiders() -> Obs:
     """Outsiders on the writer's two TCP ports -- subscribers (plaintext, made-up CURVE
     keys), raw floods, replays of a real reader's recorded bytes, forged acks -- while
@@ -686,15 +705,7 @@ def outsiders() -> Obs:
         subs = [outsider.socket(zmq.SUB, h.remote_subscribe_addr, keys=k) for k in (False, True)]
         ackers = [outsider.socket(zmq.PUSH, h.remote_ack_addr, keys=k) for k in (False, True)]
         outsider.flood(h.remote_subscribe_addr, h.remote_ack_addr)
-        durations: list[float] = []
-        forged = (1).to_bytes(4, "little") + (10**6).to_bytes(8, "little")
-        for i in range(pause_after + window):
-            for a in ackers:
-                with contextlib.suppress(zmq.Again):
-                    a.send(forged, zmq.NOBLOCK)
-            t0 = time.monotonic()
-            w.enqueue((i, secret * 2000), timeout=1.0)  # never delayed by an outsider
-            durations.append(time.monotonic() - t0)
+        durations = _enqueue_past_forged_acks(w, ackers, pause_after + window, secret)
         # the real reader has taken what it takes before its pause (and acked it)
         got = [out.recv(T) for _ in range(pause_after)]
         obs["window_full"] = error_of(lambda: w.enqueue("over", timeout=0.5))
@@ -749,6 +760,40 @@ def _listeners() -> list[str]:
     return found
 
 
+def _altered_geometry(h: Handle) -> Obs:
+    """Readers of ``h`` whose ring geometry was altered: what each raised."""
+    obs: Obs = {}
+    bh = h.buffer_handle
+    assert bh is not None
+    for label, new in [
+        ("same total size", dataclasses.replace(bh, max_chunk_bytes=2 * bh.max_chunk_bytes + 2,
+                                                max_chunks=bh.max_chunks // 2)),
+        ("more chunks", dataclasses.replace(bh, max_chunks=bh.max_chunks * 2)),
+        ("smaller chunks", dataclasses.replace(bh, max_chunk_bytes=bh.max_chunk_bytes // 2)),
+    ]:
+        e = error_of(lambda new=new: MessageQueue.create_from_handle(
+            dataclasses.replace(h, buffer_handle=new), 0))
+        e["names_value"] = (f"max_chunk_bytes={new.max_chunk_bytes}" in e["message"]
+                            and f"max_chunks={new.max_chunks}" in e["message"])
+        e["total_bytes"] = (new.layout.total_bytes, bh.layout.total_bytes)
+        obs[f"geometry: {label}"] = e
+    return obs
+
+
+def _new_queue_usable() -> bool:
+    """A new queue (one local, one remote reader) carries a message."""
+    w2 = MessageQueue(2, 1, connect_ip=LOOPBACK, max_chunk_bytes=SMALL)
+    h2 = w2.export_handle()
+    readers = [MessageQueue.create_from_handle(h2, rank) for rank in (0, 1)]
+    w2.wait_until_ready(T)
+    for r in readers:
+        r.wait_until_ready(T)
+    usable = round_trip(w2, readers, "fine")
+    for q in (*readers, w2):
+        q.close()
+    return usable
+
+
 def bad_inputs() -> Obs:
     """Every bad input once: what it raised, and that the queue (or a new one) still
     works and nothing was left half-built."""
@@ -767,20 +812,7 @@ def bad_inputs() -> Obs:
     for v in BAD_TIMEOUTS:
         named(f"writer wait_until_ready timeout={v!r}", lambda v=v: w.wait_until_ready(v), v)
     # altered geometry: same total size ((1022+2)*4 == (2046+2)*2), then other sizes
-    bh = h.buffer_handle
-    assert bh is not None
-    for label, new in [
-        ("same total size", dataclasses.replace(bh, max_chunk_bytes=2 * bh.max_chunk_bytes + 2,
-                                                max_chunks=bh.max_chunks // 2)),
-        ("more chunks", dataclasses.replace(bh, max_chunks=bh.max_chunks * 2)),
-        ("smaller chunks", dataclasses.replace(bh, max_chunk_bytes=bh.max_chunk_bytes // 2)),
-    ]:
-        e = error_of(lambda new=new: MessageQueue.create_from_handle(
-            dataclasses.replace(h, buffer_handle=new), 0))
-        e["names_value"] = (f"max_chunk_bytes={new.max_chunk_bytes}" in e["message"]
-                            and f"max_chunks={new.max_chunks}" in e["message"])
-        e["total_bytes"] = (new.layout.total_bytes, bh.layout.total_bytes)
-        obs[f"geometry: {label}"] = e
+    obs.update(_altered_geometry(h))
     r0 = MessageQueue.create_from_handle(h, 0)
     r1 = MessageQueue.create_from_handle(h, 1)
     w.wait_until_ready(T)
@@ -806,15 +838,7 @@ def bad_inputs() -> Obs:
         named(f"connect_ip={ip!r}", lambda ip=ip: MessageQueue(
             2, 1, connect_ip=ip, max_chunk_bytes=SMALL), ip)
         obs[f"connect_ip={ip!r}"]["listeners"] = [x for x in _listeners() if x not in before]
-    w2 = MessageQueue(2, 1, connect_ip=LOOPBACK, max_chunk_bytes=SMALL)
-    h2 = w2.export_handle()
-    readers = [MessageQueue.create_from_handle(h2, rank) for rank in (0, 1)]
-    w2.wait_until_ready(T)
-    for r in readers:
-        r.wait_until_ready(T)
-    obs["new queue usable"] = round_trip(w2, readers, "fine")
-    for q in (*readers, w2):
-        q.close()
+    obs["new queue usable"] = _new_queue_usable()
     obs["left_at_end"] = listing()
     return obs
 

@@ -329,7 +329,6 @@ def outsider_host(site: Site) -> Obs:
     return obs
 
 
-
 # --- the fixture itself ---------------------------------------------------------------
 
 

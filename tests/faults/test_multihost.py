@@ -23,7 +23,6 @@ HEARTBEAT_BOUND = 5.0  # heartbeat timeout 1 s, with room for a loaded machine
 Note = Callable[[str, float], None]
 
 
-
 @pytest.fixture(scope="module", autouse=True)
 def _hosts_can_be_made() -> None:
     reason = unavailable_reason()

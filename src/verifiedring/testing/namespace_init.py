@@ -88,46 +88,55 @@ def _reap(target: int, status: list[int]) -> bool:
             status.append(st)
 
 
-def _init(work: str) -> int:
-    """pid 1 of the namespace: set up, run the target, settle, list, report."""
+def _read_config(work: str) -> dict[str, Any]:
+    """The run's instructions (config.json); writes the namespace ids to ns.json."""
     with open(os.path.join(work, "config.json")) as f:
-        cfg = json.load(f)
+        cfg: dict[str, Any] = json.load(f)
     ids = {k: os.readlink(f"/proc/self/ns/{k}") for k in ("pid_for_children", "mnt", "net")}
     with open(os.path.join(work, "ns.json"), "w") as f:
         json.dump(ids, f)
-    report: dict[str, Any] = {"returncode": None, "timed_out": False, "elapsed": 0.0}
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-    t0 = time.monotonic()
-    try:
-        _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
-        _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={cfg['shm_bytes']},mode=1777")
-        _mount("tmpfs", cfg["tmpdir"], "tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={cfg['tmp_bytes']},mode=1777")
-        socket.sethostname(cfg["hostname"])
-        _loopback_up()
-        if cfg["hosts"]:
-            hosts = os.path.join(work, "hosts")
-            with open("/etc/hosts") as f:
-                base = f.read()
-            lines = "".join(f"{addr} {name}\n" for name, addr in cfg["hosts"].items())
-            with open(hosts, "w") as f:
-                f.write(base.rstrip("\n") + "\n" + lines)
-            _mount(hosts, "/etc/hosts", None, _MS_BIND, None)
-        if cfg["gated"]:
-            deadline = time.monotonic() + cfg["timeout"]
-            while not os.path.exists(os.path.join(work, "go")):
-                if time.monotonic() >= deadline:
-                    raise TimeoutError("never released")
-                time.sleep(0.01)
-        for command in cfg["setup"]:
-            done = subprocess.run(command, capture_output=True, timeout=cfg["timeout"], text=True)
-            if done.returncode != 0:
-                raise RuntimeError(f"setup {command} exited {done.returncode}: {done.stderr}")
-    except Exception as exc:
-        report["setup_error"] = f"{type(exc).__name__}: {exc}"
-        return _finish(work, cfg, report)
-    t0 = time.monotonic()
+    return cfg
+
+
+def _mount_all(work: str, cfg: Mapping[str, Any]) -> None:
+    """Private mounts, the tmpfs of /dev/shm and the tmpdir, hostname, loopback, hosts."""
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+    _mount("tmpfs", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={cfg['shm_bytes']},mode=1777")
+    _mount("tmpfs", cfg["tmpdir"], "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"size={cfg['tmp_bytes']},mode=1777")
+    socket.sethostname(cfg["hostname"])
+    _loopback_up()
+    if cfg["hosts"]:
+        hosts = os.path.join(work, "hosts")
+        with open("/etc/hosts") as f:
+            base = f.read()
+        lines = "".join(f"{addr} {name}\n" for name, addr in cfg["hosts"].items())
+        with open(hosts, "w") as f:
+            f.write(base.rstrip("\n") + "\n" + lines)
+        _mount(hosts, "/etc/hosts", None, _MS_BIND, None)
+
+
+def _await_release(work: str, cfg: Mapping[str, Any]) -> None:
+    """A gated run waits for the ``go`` file (at most the timeout)."""
+    if not cfg["gated"]:
+        return
+    deadline = time.monotonic() + cfg["timeout"]
+    while not os.path.exists(os.path.join(work, "go")):
+        if time.monotonic() >= deadline:
+            raise TimeoutError("never released")
+        time.sleep(0.01)
+
+
+def _run_setup(cfg: Mapping[str, Any]) -> None:
+    for command in cfg["setup"]:
+        done = subprocess.run(command, capture_output=True, timeout=cfg["timeout"], text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"setup {command} exited {done.returncode}: {done.stderr}")
+
+
+def _start_target(cfg: Mapping[str, Any]) -> int:
+    """Fork and exec the target; its pid."""
     target = os.fork()
     if target == 0:  # the target
         try:
@@ -136,23 +145,49 @@ def _init(work: str) -> int:
             os.execvpe(cfg["argv"][0], cfg["argv"], cfg["env"])
         finally:
             os._exit(127)
-    status: list[int] = []
-    deadline = t0 + cfg["timeout"]
+    return target
+
+
+def _await_target(target: int, deadline: float, status: list[int]) -> bool:
+    """Reap until the target exits (its status appended to ``status``); false on timeout."""
     while True:
         _reap(target, status)
         if status:
-            break
+            return True
         left = deadline - time.monotonic()
         if left <= 0:
-            report["timed_out"] = True
-            break
+            return False
         signal.sigtimedwait({signal.SIGCHLD}, min(left, 0.5))
+
+
+def _settle(target: int, status: list[int], settle: float) -> None:
+    """Reap the target's leftover children for up to ``settle`` seconds."""
+    settle_until = time.monotonic() + settle
+    while _reap(target, status) and time.monotonic() < settle_until:
+        signal.sigtimedwait({signal.SIGCHLD}, 0.05)
+
+
+def _init(work: str) -> int:
+    """pid 1 of the namespace: set up, run the target, settle, list, report."""
+    cfg = _read_config(work)
+    report: dict[str, Any] = {"returncode": None, "timed_out": False, "elapsed": 0.0}
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    try:
+        _mount_all(work, cfg)
+        _await_release(work, cfg)
+        _run_setup(cfg)
+    except Exception as exc:
+        report["setup_error"] = f"{type(exc).__name__}: {exc}"
+        return _finish(work, cfg, report)
+    t0 = time.monotonic()
+    target = _start_target(cfg)
+    status: list[int] = []
+    if not _await_target(target, t0 + cfg["timeout"], status):
+        report["timed_out"] = True
     report["elapsed"] = time.monotonic() - t0
     if status:
         report["returncode"] = os.waitstatus_to_exitcode(status[0])
-        settle_until = time.monotonic() + cfg["settle"]
-        while _reap(target, status) and time.monotonic() < settle_until:
-            signal.sigtimedwait({signal.SIGCHLD}, 0.05)
+        _settle(target, status, cfg["settle"])
     return _finish(work, cfg, report)
 
 

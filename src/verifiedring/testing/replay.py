@@ -70,6 +70,16 @@ class Harness:
     reasons: dict[str, str]
 
 
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How TLC runs a replay: its ``workers``, the ``timeout`` (seconds), and the
+    ``directory`` the modules are written to (``None``: a temporary one, removed after)."""
+
+    workers: int = 1
+    timeout: float = 240
+    directory: str | os.PathLike[str] | None = None
+
+
 def data_module(rows: Sequence[str]) -> str:
     """``TraceData.TraceLog``: the events' TLA+ records (``rows``) as one sequence."""
     body = ",\n    ".join(rows)

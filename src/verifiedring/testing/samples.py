@@ -184,59 +184,73 @@ def assert_bits_equal(a: torch.Tensor, b: torch.Tensor, what: str = "tensor") ->
         raise AssertionError(f"{what}: bit patterns differ")
 
 
+class _Mirror:
+    """One :func:`assert_mirrors` comparison: the containers and tensors matched so far
+    (both ways, the objects kept alive so their ids stay theirs)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from ..distributed import paths
+
+        self.torch = torch
+        self.paths = paths
+        self.pairs: dict[int, int] = {}
+        self.back: dict[int, int] = {}
+        self.keep: list[Any] = []
+
+    def go(self, e: Any, g: Any, path: list[Any]) -> None:
+        paths = self.paths
+        where = paths.format_path(path)
+        if type(e) is not type(g):
+            raise AssertionError(f"{where}: type {type(g).__name__} != {type(e).__name__}")
+        if isinstance(e, self.torch.Tensor):
+            if self.matched(e, g, where):
+                assert_bits_equal(e, g, where)
+            return
+        kind = paths._kind(e)
+        if kind == paths.LEAF:
+            if e != g:
+                raise AssertionError(f"{where}: {g!r} != {e!r}")
+        elif self.matched(e, g, where):
+            if kind == paths.DICT:
+                self.dicts(e, g, path, where)
+            elif kind in (paths.LIST, paths.TUPLE):
+                self.sequences(e, g, path, where)
+            elif kind == paths.DATACLASS:
+                self.dataclass_fields(e, g, path)
+
+    def matched(self, e: Any, g: Any, where: str) -> bool:
+        """Pair ``e`` with ``g``; false if they were paired before (nothing left to
+        compare), an error if either was paired with another object."""
+        if id(e) in self.pairs or id(g) in self.back:
+            if self.pairs.get(id(e)) != id(g) or self.back.get(id(g)) != id(e):
+                raise AssertionError(f"{where}: aliasing differs from the sender's")
+            return False
+        self.pairs[id(e)], self.back[id(g)] = id(g), id(e)
+        self.keep.extend((e, g))
+        return True
+
+    def dicts(self, e: Any, g: Any, path: list[Any], where: str) -> None:
+        if list(e) != list(g) or [type(k) for k in e] != [type(k) for k in g]:
+            raise AssertionError(f"{where}: keys {list(g)!r} != {list(e)!r}")
+        if isinstance(e, defaultdict) and e.default_factory is not g.default_factory:
+            raise AssertionError(f"{where}: default_factory differs")
+        for k in e:
+            self.go(e[k], g[k], [*path, (self.paths.KEY, k)])
+
+    def sequences(self, e: Any, g: Any, path: list[Any], where: str) -> None:
+        if len(e) != len(g):
+            raise AssertionError(f"{where}: length {len(g)} != {len(e)}")
+        for i, (ei, gi) in enumerate(zip(e, g, strict=True)):
+            self.go(ei, gi, [*path, (self.paths.INDEX, i)])
+
+    def dataclass_fields(self, e: Any, g: Any, path: list[Any]) -> None:
+        for f in dataclasses.fields(e):
+            self.go(getattr(e, f.name), getattr(g, f.name), [*path, (self.paths.ATTR, f.name)])
+
+
 def assert_mirrors(expected: Any, got: Any) -> None:
     """``got`` equals ``expected`` exactly: types (keys too), order, tensor bits,
     and aliasing -- a one-to-one match of shared containers and tensors."""
-    import torch
-
-    from ..distributed.paths import (
-        ATTR,
-        DATACLASS,
-        DICT,
-        INDEX,
-        KEY,
-        LEAF,
-        LIST,
-        TUPLE,
-        _kind,
-        format_path,
-    )
-
-    pairs: dict[int, int] = {}
-    back: dict[int, int] = {}
-    keep: list[Any] = []
-
-    def go(e: Any, g: Any, path: list[Any]) -> None:
-        where = format_path(path)
-        if type(e) is not type(g):
-            raise AssertionError(f"{where}: type {type(g).__name__} != {type(e).__name__}")
-        if isinstance(e, torch.Tensor) or _kind(e) != LEAF:  # not a leaf: check aliasing
-            if id(e) in pairs or id(g) in back:
-                if pairs.get(id(e)) != id(g) or back.get(id(g)) != id(e):
-                    raise AssertionError(f"{where}: aliasing differs from the sender's")
-                return
-            pairs[id(e)], back[id(g)] = id(g), id(e)
-            keep.extend((e, g))
-        if isinstance(e, torch.Tensor):
-            assert_bits_equal(e, g, where)
-            return
-        kind = _kind(e)
-        if kind == DICT:
-            if list(e) != list(g) or [type(k) for k in e] != [type(k) for k in g]:
-                raise AssertionError(f"{where}: keys {list(g)!r} != {list(e)!r}")
-            if isinstance(e, defaultdict) and e.default_factory is not g.default_factory:
-                raise AssertionError(f"{where}: default_factory differs")
-            for k in e:
-                go(e[k], g[k], [*path, (KEY, k)])
-        elif kind in (LIST, TUPLE):
-            if len(e) != len(g):
-                raise AssertionError(f"{where}: length {len(g)} != {len(e)}")
-            for i, (ei, gi) in enumerate(zip(e, g, strict=True)):
-                go(ei, gi, [*path, (INDEX, i)])
-        elif kind == DATACLASS:
-            for f in dataclasses.fields(e):
-                go(getattr(e, f.name), getattr(g, f.name), [*path, (ATTR, f.name)])
-        elif e != g:
-            raise AssertionError(f"{where}: {g!r} != {e!r}")
-
-    go(expected, got, [])
+    _Mirror().go(expected, got, [])

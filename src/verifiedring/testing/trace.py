@@ -31,7 +31,6 @@ processes. ``python -m stress ring --trace`` records a stress run.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from ..steps import (
     WRITER_POLL_READ_FLAG,
     reader_actor,
 )
-from .replay import Harness, Verdict, data_module, replay
+from .replay import Harness, ReplayOptions, Verdict, data_module, replay
 from .tracelog import LOCK_TIMEOUT, MappedLog, SharedLog
 
 #: The spec's sequence number of an event that moves no payload (``NoSeq``).
@@ -298,12 +297,13 @@ def validate(
     messages: int,
     aborts: int | None = None,
     raises: int | None = None,
-    workers: int = 1,
-    timeout: float = 240,
-    directory: str | os.PathLike[str] | None = None,
+    options: ReplayOptions | None = None,
 ) -> Verdict:
     """Replay ``events`` with TLC; ``messages`` is the run's message count (MaxMsgs),
-    ``aborts``/``raises`` the bounds (default: the counts in the trace)."""
+    ``aborts``/``raises`` the bounds (default: the counts in the trace), ``options``
+    how TLC runs (:class:`~verifiedring.testing.replay.ReplayOptions`; default: its defaults)."""
+    if options is None:
+        options = ReplayOptions()
     if aborts is None:
         aborts = sum(e.action == WRITER_ABORT for e in events)
     if raises is None:
@@ -316,5 +316,5 @@ def validate(
     )
     return replay(
         RING, tla_module(events), constants, events,
-        workers=workers, timeout=timeout, directory=directory,
+        workers=options.workers, timeout=options.timeout, directory=options.directory,
     )
