@@ -385,7 +385,9 @@ else:
 
 
 class TestQueueMachine(_QueueMachineCase):
-    settings = _settings(60, 50)
+    # CI's derandomized draw of 60 examples published 48-56 messages, under the floor
+    # of 60 (a random draw: 100-120); 100 examples publish 146 there
+    settings = _settings(100, 50)
 
     @classmethod
     def tearDownClass(cls) -> None:
