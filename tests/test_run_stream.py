@@ -306,47 +306,13 @@ class _HeldWhilePickling:
         return (str, ("slow",))
 
 
+@pytest.mark.parametrize("cancels", [1, 2], ids=["mid-run", "again-while-skipping-the-rest"])
 def test_a_reader_cancelled_mid_run_raises_for_that_message_at_the_next_dequeue(
-    stream_group: Callable[..., Group],
+    stream_group: Callable[..., Group], cancels: int,
 ) -> None:
-    g = stream_group(1)
-    reader = g.readers[0]
-    cancel = threading.Event()
-    held = _HeldWhilePickling()
-    held.pickling.clear()
-    held.release.clear()
-    writer = threading.Thread(target=lambda: (
-        g.writer.enqueue([b"c" * 100_000, held], timeout=T),
-        g.writer.enqueue("next", timeout=T),
-    ))
-    writer.start()
-    me = threading.current_thread()
-
-    def cancel_mid_run() -> None:
-        held.pickling.wait(T)  # the run's first chunks are out; the writer is held
-        wait_blocked(me, T)  # the reader waits mid-run for the rest
-        cancel.set()
-
-    canceller = threading.Thread(target=cancel_mid_run)
-    canceller.start()
-    try:
-        with pytest.raises(CancelledError):
-            reader.dequeue(timeout=T, cancel=cancel)  # waits mid-run for the rest
-    finally:
-        held.release.set()
-        canceller.join(T)
-    with pytest.raises(DecodeError, match=r"message seq 0 .*interrupted mid-run"):
-        reader.dequeue(timeout=T)
-    assert reader.dequeue(timeout=T) == "next"
-    writer.join(T)
-
-
-def test_a_reader_cancelled_again_while_skipping_the_rest_still_raises_for_that_message(
-    stream_group: Callable[..., Group],
-) -> None:
-    """Cancelled mid-run, then cancelled again while the next dequeue skips the run's
-    rest (the writer still pickling): the message still raises DecodeError once, at
-    the dequeue that finishes the skip."""
+    """Cancelled mid-run (and, the second time, again while the next dequeue skips the
+    run's rest, the writer still pickling): the message raises DecodeError once, at the
+    dequeue that finishes the skip, and the next message follows."""
     g = stream_group(1)
     reader = g.readers[0]
     cancel = threading.Event()
@@ -366,13 +332,14 @@ def test_a_reader_cancelled_again_while_skipping_the_rest_still_raises_for_that_
         cancel.set()
 
     try:
-        # mid-run, then while the next dequeue skips the run's rest (the writer still held)
-        for _ in range(2):
+        for _ in range(cancels):
             canceller = threading.Thread(target=cancel_once_blocked)
             canceller.start()
-            with pytest.raises(CancelledError):
-                reader.dequeue(timeout=T, cancel=cancel)
-            canceller.join(T)
+            try:
+                with pytest.raises(CancelledError):
+                    reader.dequeue(timeout=T, cancel=cancel)
+            finally:
+                canceller.join(T)
             cancel.clear()
     finally:
         held.release.set()
