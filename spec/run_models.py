@@ -15,8 +15,8 @@ Usage::
 ``expected`` field uses.
 
 Timing: ``--jobs`` TLC processes at a time (default 2), one worker each, the
-``long`` models first (they run with the JVM's full JIT: C2 pays for itself
-after about 15 s; the short ones keep C1 only), the rest in the order of
+``long`` models first, every one with C1 only (a long model under the full JIT
+once stalled past its timeout in CI), the rest in the order of
 ``models.toml``. The first short model also writes a class-data-sharing
 archive of the TLC jar that every later run maps (saves about a quarter of a
 second of CPU per JVM start). The table gives each model's wall time; the last
@@ -58,7 +58,7 @@ class Model:
     expected: str
     timeout: int = 150
     note: str = ""
-    # runs for tens of seconds: started first, with the JVM's full JIT (C2)
+    # runs for tens of seconds: started first
     long: bool = False
     # "standard" (make model-check) or "deep" (make model-check-all only)
     tier: str = "standard"
@@ -81,8 +81,6 @@ def load_models() -> list[Model]:
 
 
 TIERS = ("standard", "deep")
-#: C2 as well as C1: slower to start, faster after about 15 s of checking
-LONG_JAVA_OPTIONS = ("-XX:+UseSerialGC",)
 
 
 class SharedArchive:
@@ -111,7 +109,7 @@ class SharedArchive:
 
 
 def run_model(model: Model, workers: int, archive: SharedArchive | None = None) -> Outcome:
-    java = list(LONG_JAVA_OPTIONS if model.long else tlc.JAVA_OPTIONS)
+    java = list(tlc.JAVA_OPTIONS)
     writes = False
     if archive is not None and not model.long:
         cds, writes = archive.options()
