@@ -23,7 +23,7 @@ from support.trace_mutants import MUTANTS, ring_hooks
 from verifiedring.testing import tlc
 from verifiedring.testing.replay import Verdict
 from verifiedring.testing.trace import REASONS, TraceEvent
-from verifiedring.testing.trace_runs import Recording, RunConfig, record_run
+from verifiedring.testing.trace_runs import UNWRITTEN, Recording, RunConfig, record_run
 
 MESSAGES = 200
 CAPACITY = 50000  # events; a correct 2x2 run of 200 messages records about 4,000-6,000
@@ -118,6 +118,19 @@ def test_the_trace_of_a_broken_ring_is_rejected(mutant: str) -> None:
     assert v.result in EXPECTED_REJECTION[mutant], v.describe()
     side, _ = MUTANTS[mutant]
     assert v.event is not None and v.event.actor.startswith(side), v.describe()
+
+
+def test_a_reader_that_loads_a_never_written_chunk_is_rejected() -> None:
+    """One message over two chunks: chunk 1 is never written, so the off-by-one reader
+    always loads a chunk nobody wrote. The harness marks such chunks UNWRITTEN; they
+    were zero bytes once, which read as message 0, and TLC accepted such a run whenever
+    the reader overtook the writer (one CI run in several, under load)."""
+    rec = record_run(1, 2, RunConfig(1, stall_timeout=2.0, **ring_hooks("wrong_chunk")))
+    loaded = [e.seq for e in rec.events if e.action == "ReaderReadPayload"]
+    assert loaded == [UNWRITTEN], loaded
+    v = rec.validate()
+    assert not v.accepted and v.result == "ReplaySeqInv", v.describe()
+    assert v.event is not None and v.event.actor == "reader0", v.describe()
 
 
 def test_a_reader_event_with_another_seq_is_rejected(run_2x2: Recording) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..cursors import ReaderCursor, WriterCursor
 from ..ring import RingHandle, ShmRingBuffer
+from ..shm import SharedSegment
 from ..steps import WRITER_ABORT, reader_actor
 from .launcher import Outcome, Supervisor, Task
 from .replay import Verdict
@@ -27,6 +28,10 @@ from .trace import SEQ, TraceEvent, TraceLog, TraceRecorder, validate
 #: A traced message: its sequence number, then a check word derived from it.
 MESSAGE = struct.Struct("<qQ")
 CHUNK_BYTES = 32
+#: What every chunk holds before the run: a sequence number no message has (and not
+#: the spec's NoSeq), so that a reader loading a chunk nobody wrote is rejected by the
+#: replay's sequence check. A zeroed chunk would read as message 0.
+UNWRITTEN = -4
 
 
 def check_word(seq: int) -> int:
@@ -51,6 +56,17 @@ class RunConfig:
     writer_hook: Callable[[WriterCursor], None] | None = None
     reader_hook: Callable[[ReaderCursor], None] | None = None
     stall_timeout: float = 5.0
+
+
+def mark_unwritten(handle: RingHandle) -> None:
+    """Store :data:`UNWRITTEN` at the start of every chunk's payload (before any cursor)."""
+    lay = handle.layout
+    segment = SharedSegment.attach(handle.name, lay.total_bytes)
+    try:
+        for chunk in range(lay.max_chunks):
+            MESSAGE.pack_into(segment.buf, lay.data_offset(chunk), UNWRITTEN, 0)
+    finally:
+        segment.close()
 
 
 def traced_writer(handle: RingHandle, log: TraceLog, cfg: RunConfig) -> int:
@@ -156,6 +172,7 @@ def record_run(
         log = TraceLog.create(tmp, capacity)
         try:
             handle = ring.handle()
+            mark_unwritten(handle)
             tasks = [Task(traced_writer, (handle, log, cfg), name="writer")] + [
                 Task(traced_reader, (handle, k, log, cfg), name=reader_actor(k))
                 for k in range(n_reader)
