@@ -125,7 +125,8 @@ def test_a_reader_that_loads_a_never_written_chunk_is_rejected() -> None:
     always loads a chunk nobody wrote. The harness marks such chunks UNWRITTEN; they
     were zero bytes once, which read as message 0, and TLC accepted such a run whenever
     the reader overtook the writer (one CI run in several, under load)."""
-    rec = record_run(1, 2, RunConfig(1, stall_timeout=2.0, **ring_hooks("wrong_chunk")))
+    cfg = RunConfig(1, abort_every=0, raise_every=0, stall_timeout=2.0, **ring_hooks("wrong_chunk"))
+    rec = record_run(1, 2, cfg)
     loaded = [e.seq for e in rec.events if e.action == "ReaderReadPayload"]
     assert loaded == [UNWRITTEN], loaded
     v = rec.validate()
