@@ -196,6 +196,40 @@ def test_both_engines_module_paths_resolve_here(installed: types.ModuleType) -> 
         shim.install("trt")
 
 
+def test_an_engine_module_imported_before_install_is_replaced_then_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM imports its shm_broadcast while importing vllm.distributed: install() must
+    make the path, the parent package's attribute and the names of the module already
+    held all lead here (so a mock.patch by path reaches this module), and uninstall()
+    must give every one of them back."""
+    parent_name, _, leaf = shim.VLLM_MODULE.rpartition(".")
+    parts = shim.VLLM_MODULE.split(".")
+    for i in range(1, len(parts)):
+        name = ".".join(parts[:i])
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    parent = sys.modules[parent_name]
+    theirs = types.ModuleType(shim.VLLM_MODULE)
+    their_queue = type("MessageQueue", (), {})
+    theirs.MessageQueue = their_queue
+    monkeypatch.setitem(sys.modules, shim.VLLM_MODULE, theirs)
+    monkeypatch.setattr(parent, leaf, theirs, raising=False)
+    monkeypatch.delitem(sys.modules, shim.SGLANG_MODULE, raising=False)
+    shim.install()
+    try:
+        assert sys.modules[shim.VLLM_MODULE] is shim and getattr(parent, leaf) is shim
+        assert theirs.MessageQueue is MessageQueue  # code holding the old module
+        with mock.patch(f"{shim.VLLM_MODULE}.VLLM_RINGBUFFER_WARNING_INTERVAL", 7):
+            assert shim.VLLM_RINGBUFFER_WARNING_INTERVAL == 7
+        assert shim.VLLM_RINGBUFFER_WARNING_INTERVAL != 7
+    finally:
+        shim.uninstall()
+    assert sys.modules[shim.VLLM_MODULE] is theirs and getattr(parent, leaf) is theirs
+    assert theirs.MessageQueue is their_queue
+    assert not hasattr(theirs, "ShmRingBuffer")  # a name it never had is not left behind
+    assert shim.SGLANG_MODULE not in sys.modules
+
+
 def test_patched_warning_interval_reaches_queues_built_after(installed: types.ModuleType) -> None:
     with MessageQueue(1, 1) as mq:
         assert mq.log_interval == float(shim.VLLM_RINGBUFFER_WARNING_INTERVAL)

@@ -113,18 +113,17 @@ def recv(socket: Any, timeout: float | None) -> Any:
 def install(engine: str = "vllm") -> ModuleType:
     """Make vLLM's and SGLang's ``shm_broadcast`` module paths resolve to this
     module; ``engine`` ("vllm" or "sglang") picks whose warning variable, logger
-    and log levels apply. Returns this module."""
+    and log levels apply. Returns this module.
+
+    For each path: ``sys.modules`` and the parent package's attribute (where the
+    package is imported) lead here, so ``mock.patch("<path>.NAME")`` patches this
+    module; an engine module imported earlier gets this module's names, for code
+    that already holds it. :func:`uninstall` gives all of it back."""
     global _engine
     if engine not in ENGINES:
         raise MisuseError(f"install({engine!r}): the engines are {sorted(ENGINES)}")
     for path, _ in ENGINES.values():
-        previous = sys.modules.get(path)
-        if previous is not None and previous is not _me:
-            for name in __all__:
-                if name not in ("install", "uninstall"):
-                    setattr(previous, name, getattr(_me, name))
-        else:
-            sys.modules[path] = _me
+        _point_here(path)
     _engine = engine
     use_room_check(_room_check)
     _queue_module.use_log_interval(_warning_interval)
@@ -132,13 +131,62 @@ def install(engine: str = "vllm") -> ModuleType:
     return _me
 
 
+#: path -> (the module it resolved to before install(), the names install() replaced
+#: in that module with their old values)
+_replaced: dict[str, tuple[ModuleType | None, dict[str, Any]]] = {}
+_MISSING = object()
+
+
+def _point_here(path: str) -> None:
+    previous = sys.modules.get(path)
+    if previous is _me:
+        return
+    saved: dict[str, Any] = {}
+    if previous is not None:
+        for name in __all__:
+            if name not in ("install", "uninstall"):
+                saved[name] = getattr(previous, name, _MISSING)
+                setattr(previous, name, getattr(_me, name))
+    _replaced[path] = (previous, saved)
+    sys.modules[path] = _me
+    _set_in_parent(path, _me)
+
+
+def _set_in_parent(path: str, module: ModuleType | None) -> None:
+    parent, _, leaf = path.rpartition(".")
+    package = sys.modules.get(parent)
+    if package is None:
+        return
+    if module is None:
+        if getattr(package, leaf, None) is _me:
+            delattr(package, leaf)
+    else:
+        setattr(package, leaf, module)
+
+
+def _give_back(path: str) -> None:
+    if sys.modules.get(path) is not _me:
+        return
+    previous, saved = _replaced.pop(path, (None, {}))
+    if previous is None:
+        del sys.modules[path]
+    else:
+        sys.modules[path] = previous
+        for name, value in saved.items():
+            if value is _MISSING:
+                delattr(previous, name)
+            else:
+                setattr(previous, name, value)
+    _set_in_parent(path, previous)
+
+
 def uninstall() -> None:
-    """Undo :func:`install`: the module paths that resolve here are dropped, the
-    queue's room check and warning interval are the core's again, and the library's
-    log records propagate as before."""
+    """Undo :func:`install`: each module path resolves to what it did before (the
+    module and its names as they were, or nothing), the queue's room check and
+    warning interval are the core's again, and the library's log records propagate
+    as before."""
     for path, _ in ENGINES.values():
-        if sys.modules.get(path) is _me:
-            del sys.modules[path]
+        _give_back(path)
     use_room_check(None)
     _queue_module.use_log_interval(None)
     stop_forwarding()
