@@ -33,7 +33,6 @@ from verifiedring.testing.launcher import Supervisor, Task, problems
 from ._progress import Progress, Tally, interval, record
 
 DEFAULT_OBJECTS = 10_000
-REMOTE_RANK_BASE = 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,7 +165,7 @@ def run(cfg: Config, args: argparse.Namespace) -> dict[str, Any]:
 
     n_local, n_remote = args.readers, args.remote
     local_ranks = list(range(1, n_local + 1))
-    ranks = local_ranks + [REMOTE_RANK_BASE + i for i in range(n_remote)]
+    ranks = local_ranks + list(range(n_local + 1, n_local + n_remote + 1))  # 0 is the writer's
     time_limit = args.time_limit or (cfg.duration or 0) + 120
     summary: dict[str, Any] = {"ok": False, "sent": 0, "received": {}, "errors": []}
     start = time.monotonic()

@@ -75,9 +75,9 @@ def test_an_ipv6_writer_says_so_in_its_handle() -> None:
 
 
 def _ends() -> tuple[MessageQueue, MessageQueue, MessageQueue]:
-    w = MessageQueue(2, 1, [3], max_chunk_bytes=512, max_chunks=3, connect_ip=LOOPBACK)
+    w = MessageQueue(2, 1, [2], max_chunk_bytes=512, max_chunks=3, connect_ip=LOOPBACK)
     h = w.export_handle()
-    local, remote = MessageQueue.create_from_handle(h, 3), MessageQueue.create_from_handle(h, 0)
+    local, remote = MessageQueue.create_from_handle(h, 2), MessageQueue.create_from_handle(h, 0)
     for q in (w, local, remote):
         q.wait_until_ready(T)
     return w, local, remote
@@ -90,10 +90,10 @@ def test_roles_counts_ranks_and_handles() -> None:
                 for q in (w, local, remote)] == [(True, False, False), (False, True, False),
                                                  (False, False, True)]
         assert [(q.n_local_reader, q.n_remote_reader) for q in (w, local, remote)] == [(1, 1)] * 3
-        assert [q.local_reader_rank for q in (w, local, remote)] == [-1, 0, -1]  # rank 3: flag 0
+        assert [q.local_reader_rank for q in (w, local, remote)] == [-1, 0, -1]  # rank 2: flag 0
         h = w.export_handle()
         assert w.handle == h and local.handle is remote.handle
-        assert local.handle.local_reader_ranks == [3]
+        assert local.handle.local_reader_ranks == [2]
         assert [q.tensor_arena for q in (w, local, remote)] == [None] * 3
         assert [q.shutting_down for q in (w, local, remote)] == [False] * 3
     finally:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import zmq
+from support.ranks import remote_ranks
 
 from verifiedring import BrokenPeerError, MessageQueue, RingTimeoutError, ShmRingBuffer
 from verifiedring.queue import wire
@@ -40,7 +41,7 @@ Make = Callable[..., tuple[MessageQueue, list[MessageQueue]]]
 @pytest.fixture
 def queues() -> Iterator[Make]:
     """``make(local_ranks, n_remote, **kw)``: a writer and its readers, handshaken
-    (remote readers are ranks 100, 101, ...)."""
+    (remote readers: the highest ranks no local reader has)."""
     made: list[MessageQueue] = []
 
     def make(local_ranks: list[int], n_remote: int = 0, **kw: Any) -> tuple[
@@ -54,7 +55,7 @@ def queues() -> Iterator[Make]:
         )
         made.append(w)
         h = w.export_handle()
-        for rank in [*local_ranks, *range(100, 100 + n_remote)]:
+        for rank in [*local_ranks, *remote_ranks(local_ranks, n_remote)]:
             made.append(MessageQueue.create_from_handle(h, rank))
         w.wait_until_ready(T)
         for r in made[-(len(local_ranks) + n_remote) :]:

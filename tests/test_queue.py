@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.fakes import segment_exists
+from support.ranks import remote_ranks
 
 from verifiedring import (
     BrokenPeerError,
@@ -49,9 +50,11 @@ class Group:
             connect_ip=LOOPBACK if n_remote else None, **kw,
         )
         self.handle = self.writer.export_handle()
-        remote_ranks = [100 + i for i in range(n_remote)]
         self.readers = [MessageQueue.create_from_handle(self.handle, r) for r in local_ranks]
-        self.readers += [MessageQueue.create_from_handle(self.handle, r) for r in remote_ranks]
+        self.readers += [
+            MessageQueue.create_from_handle(self.handle, r)
+            for r in remote_ranks(local_ranks, n_remote)
+        ]
         self.writer.wait_until_ready(T)
         for r in self.readers:
             r.wait_until_ready(T)
@@ -120,8 +123,8 @@ def _reader_proc(handle: Handle, rank: int, n: int) -> tuple[list[bytes], str]:
 
 def test_processes_local_and_remote_exact_delivery_then_shutdown() -> None:
     objs = sample_objects(120)
-    ranks = (3, 5, 7)
-    with MessageQueue(3, 2, [3, 5], max_chunk_bytes=4096, max_chunks=3, connect_ip=LOOPBACK) as w:
+    ranks = (3, 1, 0)  # ranks 0..n_reader, not in order, remote rank 0
+    with MessageQueue(3, 2, [3, 1], max_chunk_bytes=4096, max_chunks=3, connect_ip=LOOPBACK) as w:
         handle = w.export_handle()
         tasks = [Task(_reader_proc, (handle, r, len(objs)), name=f"rank {r}") for r in ranks]
         with Supervisor(tasks) as run:
@@ -245,8 +248,8 @@ def test_remote_window_timeout_names_slow_reader(group: Callable[..., Group]) ->
     for i in range(8):
         w.enqueue(i, timeout=T)
     for _ in range(8):
-        g.readers[0].dequeue(T)  # rank 100 keeps up, rank 101 does not
-    with pytest.raises(RingTimeoutError, match=r"remote readers \{101: 0\}"):
+        g.readers[0].dequeue(T)  # rank 1 keeps up, rank 2 does not
+    with pytest.raises(RingTimeoutError, match=r"remote readers \{2: 0\}"):
         w.enqueue(8, timeout=0.2)
     assert [g.readers[1].dequeue(T) for _ in range(8)] == list(range(8))
     w.enqueue(8, timeout=T)  # usable again
@@ -254,16 +257,16 @@ def test_remote_window_timeout_names_slow_reader(group: Callable[..., Group]) ->
 
 
 def test_ring_stall_names_unread_local_ranks(group: Callable[..., Group]) -> None:
-    g = group(2, 0, local_ranks=[4, 9], max_chunks=2)
-    w, r4, r9 = g.writer, *g.readers
+    g = group(2, 0, local_ranks=[2, 0], max_chunks=2)
+    w, r2, r0 = g.writer, *g.readers
     w.enqueue(0, timeout=T)
     w.enqueue(1, timeout=T)
-    assert r4.dequeue(T) == 0
-    with pytest.raises(RingTimeoutError, match=r"local reader ranks \[9\]"):
+    assert r2.dequeue(T) == 0
+    with pytest.raises(RingTimeoutError, match=r"local reader ranks \[0\]"):
         w.enqueue(2, timeout=0.05)
-    assert r9.dequeue(T) == 0
+    assert r0.dequeue(T) == 0
     w.enqueue(2, timeout=T)
-    assert [r4.dequeue(T), r4.dequeue(T), r9.dequeue(T), r9.dequeue(T)] == [1, 2, 1, 2]
+    assert [r2.dequeue(T), r2.dequeue(T), r0.dequeue(T), r0.dequeue(T)] == [1, 2, 1, 2]
 
 
 @pytest.mark.parametrize("n_local,n_remote", [(1, 0), (0, 1)])
@@ -396,7 +399,7 @@ def test_wrong_handles(group: Callable[..., Group]) -> None:
     g = group(1, 0)
     h = g.handle
     with pytest.raises(MisuseError, match="not in local_reader_ranks"):
-        MessageQueue.create_from_handle(h, 42)
+        MessageQueue.create_from_handle(h, 0)  # a rank of the group, but not local
     bh = h.buffer_handle
     assert bh is not None
     bad_geometry = dataclasses.replace(h, buffer_handle=dataclasses.replace(bh, max_chunks=2))
@@ -531,12 +534,12 @@ def test_two_threads_in_one_writer_raise_busy_and_leave_it_intact(
 
 
 def test_repr_names_type_role_rank_seq_and_state() -> None:
-    g = Group(1, 0, [7])
+    g = Group(1, 0, [1])
     w, r = g.writer, g.readers[0]
     roundtrip(g, "one")
     assert re.fullmatch(r"<QueueWriter writer \(pid \d+\) seq 1 chunk>", repr(w)), repr(w)
     assert re.fullmatch(
-        r"<LocalReader local reader rank 7 \(pid \d+\) seq 1 idle>", repr(r)
+        r"<LocalReader local reader rank 1 \(pid \d+\) seq 1 idle>", repr(r)
     ), repr(r)
     ring = ShmRingBuffer(2, 1024, 3)
     cursor = ring.writer()
@@ -589,3 +592,16 @@ def test_an_interrupt_as_a_chunk_is_published_leaves_it_unpublished_and_the_writ
     assert g.readers[0].dequeue(timeout=T) == "next"
     with pytest.raises(RingTimeoutError):
         g.readers[0].dequeue(timeout=0)
+
+
+def test_a_reader_waiting_for_ready_names_the_writer_once() -> None:
+    with MessageQueue(2, 1, [0], connect_ip=LOOPBACK) as w:  # rank 1 never attaches
+        r = MessageQueue.create_from_handle(w.export_handle(), 0)
+        try:
+            with pytest.raises(TimeoutError) as info:
+                r.wait_until_ready(0.05)
+            message = str(info.value)
+            assert "waiting for READY from the writer (pid " in message, message
+            assert message.count("the writer") == 1, message
+        finally:
+            r.close()

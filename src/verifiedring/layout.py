@@ -56,6 +56,11 @@ SLEEP_WORD_SIZE = 4
 CACHE_LINE = 64
 
 
+#: The most chunks a ring has: a ring of this many is built in well under a second;
+#: vLLM's rings have 10.
+MAX_CHUNKS = 2**16
+
+
 @dataclass(frozen=True)
 class RingLayout:
     """Geometry of a ring and the offsets of its chunks and flags.
@@ -70,6 +75,11 @@ class RingLayout:
     def __post_init__(self) -> None:
         for field in ("n_reader", "max_chunk_bytes", "max_chunks"):
             require_int(f"ring geometry: {field}", getattr(self, field))
+        if self.max_chunks > MAX_CHUNKS:
+            raise MisuseError(
+                f"ring geometry: max_chunks must be at most {MAX_CHUNKS} (each chunk costs "
+                f"views and a flag row in every process), got {self.max_chunks!r}"
+            )
 
     @property
     def flags_per_chunk(self) -> int:

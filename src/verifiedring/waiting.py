@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import os
 import time
 from collections.abc import Callable
@@ -94,21 +95,24 @@ class Deadline:
 
     @classmethod
     def after(cls, timeout: float | None) -> Deadline:
-        """The deadline ``timeout`` seconds from now; ``None`` or ``inf``: never.
+        """The deadline ``timeout`` seconds from now; ``None``, ``inf`` or a number
+        beyond any float: never. Any real number is seconds (numpy's too).
 
-        Raises :class:`MisuseError` naming the value for a negative, NaN or
+        Raises :class:`MisuseError` naming the value for a negative, NaN, bool or
         non-numeric timeout.
         """
         if timeout is None:
             return FOREVER
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise MisuseError(
-                f"timeout must be None or a number of seconds >= 0, got {timeout!r}"
-            )
+        if type(timeout) is not float and type(timeout) is not int:
+            timeout = _seconds(timeout)
         if not timeout >= 0:  # also catches NaN
             raise MisuseError(f"timeout must be None or >= 0 seconds, got {timeout!r}")
         now = _monotonic()
-        return cls(None if math.isinf(timeout) else now + timeout, now)
+        try:
+            at = now + timeout
+        except OverflowError:  # an int beyond any float: no clock reaches it
+            return cls(None, now)
+        return cls(None if math.isinf(at) else at, now)
 
     def remaining(self) -> float | None:
         """Seconds left (never negative), or ``None`` for no deadline."""
@@ -118,6 +122,14 @@ class Deadline:
     def elapsed(self) -> float:
         """Seconds since the call that made this deadline began."""
         return _monotonic() - self.started
+
+
+def _seconds(timeout: object) -> float | int:
+    """A timeout of another numeric type (numpy's, ``fractions``) as an int or float;
+    a bool or a non-number is a :class:`MisuseError` naming the value."""
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise MisuseError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+    return int(timeout) if isinstance(timeout, numbers.Integral) else float(timeout)
 
 
 #: The deadline of ``timeout=None``: shared, so an untimed call allocates nothing.

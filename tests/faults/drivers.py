@@ -874,7 +874,7 @@ def claimed_twice(channel: str) -> Obs:
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK,
         max_chunk_bytes=SMALL,
     )
-    rank = 0 if local else 5
+    rank = 0 if local else 2
     run = readers(w.export_handle(), [rank, rank], names=["claimant 0", "claimant 1"])
     run.start()
     obs: Obs = {"pids": [run.pid(n) for n in run.names], "rank": rank}

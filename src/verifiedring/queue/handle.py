@@ -57,8 +57,9 @@ def ring_tag(signer: Signer, ring: RingHandle, arena: ArenaHandle | None = None)
 def check_counts(
     n_reader: int, n_local_reader: int, local_reader_ranks: Sequence[int] | None
 ) -> tuple[int, ...]:
-    """The local reader ranks, checked: ``n_local_reader`` distinct ints, at most
-    ``n_reader`` readers in all. Raises :class:`MisuseError` naming the values."""
+    """The local reader ranks, checked: ``n_local_reader`` distinct ints in
+    ``0..n_reader``, at most ``n_reader`` readers in all. Raises :class:`MisuseError`
+    naming the values."""
     for name, value in (("n_reader", n_reader), ("n_local_reader", n_local_reader)):
         require_int(name, value, 0)
     if n_reader < 1:
@@ -69,6 +70,12 @@ def check_counts(
             "a subset of all readers"
         )
     ranks = tuple(range(n_local_reader) if local_reader_ranks is None else local_reader_ranks)
+    for rank in ranks:
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= n_reader:
+            raise MisuseError(
+                f"local_reader_ranks={list(ranks)}: {rank!r} is no reader rank (ints in "
+                f"0..n_reader={n_reader}: a process group's ranks, the writer's among them)"
+            )
     if len(ranks) != n_local_reader or len(set(ranks)) != len(ranks):
         raise MisuseError(
             f"local_reader_ranks={list(ranks)} must list n_local_reader={n_local_reader} "

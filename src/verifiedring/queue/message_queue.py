@@ -166,6 +166,11 @@ class MessageQueue:
                 f"rank must be an int in 0..{MAX_RANK - 1}, or -1 for a remote reader without "
                 f"a rank, got {rank!r}"
             )
+        if rank > handle.n_reader:
+            raise MisuseError(
+                f"rank {rank} is no reader of this queue (n_reader={handle.n_reader}: ranks "
+                f"0..{handle.n_reader}, or -1)"
+            )
         if rank in handle.local_reader_ranks:
             from .local_reader import LocalReader
 

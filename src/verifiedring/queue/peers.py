@@ -17,6 +17,7 @@ import zmq
 
 from ..errors import BrokenPeerError
 from .sockets import Hello, Signer, hello_events
+from .wire import MAX_RANK
 
 logger = logging.getLogger("verifiedring")
 
@@ -34,6 +35,7 @@ class Peers:
         self._signer = signer
         self._want_local = set(local_ranks)
         self._n_remote = n_remote
+        self._n_reader = len(local_ranks) + n_remote  # ranks 0..n_reader, or rankless
         self._socks = [(s, is_local) for s, is_local in ((local_sock, True), (remote_sock, False))
                        if s is not None]
         self.local: dict[int, Hello] = {}
@@ -69,6 +71,12 @@ class Peers:
         if not joined:
             if table.get(hello.rank) == hello:
                 del table[hello.rank]  # left before the handshake completed
+            return
+        if not is_local and self._n_reader < hello.rank < MAX_RANK:
+            logger.warning(
+                "%s: %s announced a rank beyond n_reader=%d: ignored", self._who, hello,
+                self._n_reader,
+            )
             return
         if is_local != (hello.rank in self._want_local):
             logger.warning(

@@ -212,7 +212,7 @@ class QueueReader(MessageQueue):
         """Wait for the writer's READY."""
         # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
         header = self._parse_header(
-            self._recv(self._socket(), deadline, "READY from the writer")[0]
+            self._recv(self._socket(), deadline, "READY")[0]
         )
         obs = self._observer
         if obs is not None:

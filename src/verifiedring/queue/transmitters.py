@@ -10,6 +10,8 @@ all (a failure releases what it made), and every field is set once.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import zmq
 
 from ..arena import ArenaWriter
-from ..errors import require_int
+from ..errors import MisuseError, require_int
 from ..layout import RingLayout
 from ..ring import ShmRingBuffer, WriterCursor
 from ..steps import (
@@ -38,6 +40,8 @@ _chunk_bytes = wire.chunk_bytes  # bound once: the hot path pays no lookups
 _encode_chunk = wire.encode_chunk
 
 DEFAULT_REMOTE_WINDOW = 1024
+#: The largest window: 2 * (window + control messages) + 1 stays a C int.
+MAX_REMOTE_WINDOW = 2**29
 #: How long the writer's close() lets queued frames drain to readers.
 DEFAULT_LINGER = 5.0
 
@@ -52,6 +56,17 @@ class RemoteOptions:
 
     def __post_init__(self) -> None:
         require_int("remote_window", self.window)
+        if self.window > MAX_REMOTE_WINDOW:
+            raise MisuseError(
+                f"remote_window must be at most {MAX_REMOTE_WINDOW} (ZeroMQ's high-water "
+                f"mark of twice the window must fit its int), got {self.window!r}"
+            )
+        linger = self.linger
+        if (isinstance(linger, bool) or not isinstance(linger, numbers.Real)
+                or not 0 <= linger < math.inf):
+            raise MisuseError(
+                f"linger must be a finite number of seconds >= 0, got {linger!r}"
+            )
 
     @property
     def linger_ms(self) -> int:
