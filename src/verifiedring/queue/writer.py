@@ -274,19 +274,26 @@ class QueueWriter(WriterBase):
     # --- the end ------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Tell every reader that no more messages follow (idempotent)."""
-        if self._closed:
-            self._refuse()
+        """vLLM's: set :attr:`shutting_down`, at any time (idempotent). Nothing is sent
+        and nothing refused: an ``enqueue`` in progress on another thread completes and
+        a later one is sent. The writer has no cancellable wait to wake (neither has
+        vLLM's). Readers learn that no more messages follow from :meth:`close`."""
+        self.shutting_down = True
+
+    def _tell_readers(self) -> None:
+        """SHUTDOWN(total) on both sockets, after the last message (a run left
+        unfinished is aborted first); nothing once the writer is broken or was never
+        ready. Afterwards every call refuses (:class:`ClosedError`)."""
         state = self._state
         if state is not _CHUNK and state is not _RUN:
-            return  # before the handshake, shut down or broken: nothing to tell
+            return  # before the handshake, told already or broken: nothing to tell
         runs = self._runs
         if runs is not None and runs.active:
             try:
-                self.abort_run(runs.run, "the writer shut down mid-message",
+                self.abort_run(runs.run, "the writer closed mid-message",
                                Deadline.after(self._linger_ms / 1000))
             except RingTimeoutError as exc:
-                logger.warning("%s: shut down without aborting message seq %d mid-run: %s",
+                logger.warning("%s: closed without aborting message seq %d mid-run: %s",
                                self._who(), runs.run.seq, exc)
         self._stop(WriterState.SHUT, f"the queue was shut down after {self._seq} messages")
         obs = self._observer
@@ -300,7 +307,7 @@ class QueueWriter(WriterBase):
     def _before_close(self) -> None:
         """SHUTDOWN, then let the remote readers receive everything (at most the linger):
         queued frames die with this process, as the shared context is never terminated."""
-        self.shutdown()
+        self._tell_readers()
         remote = self._remote
         if remote is None or self._state is not WriterState.SHUT:
             return
