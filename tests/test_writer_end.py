@@ -8,13 +8,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from test_queue import T, Group
+from test_queue import Group, T
 
-from verifiedring import ClosedError
+import verifiedring.compat.vllm  # noqa: F401 -- attaches vLLM's attributes (buffer)
+from verifiedring import ClosedError, RingTimeoutError
+from verifiedring.queue import wire
 from verifiedring.queue.lifecycle import WriterState
 from verifiedring.testing import wait_blocked
+from verifiedring.testing.faults import ring_chunk
 
 CHUNKS = 4  # Group's ring: max_chunks=4
+PAYLOAD = 4096 - wire.HEADER_BYTES  # Group's max_chunk_bytes=4096, less the header
 
 
 @pytest.fixture
@@ -58,7 +62,7 @@ def test_shutdown_lets_a_blocked_enqueue_finish_and_a_later_one_arrive(
     def blocked() -> None:
         try:
             w.enqueue("while shutting down", timeout=T)
-        except BaseException as exc:  # noqa: BLE001 -- the assertion names it
+        except BaseException as exc:
             errors.append(exc)
 
     t = threading.Thread(target=blocked)
@@ -89,4 +93,83 @@ def test_shutdown_before_the_handshake_and_after_close_only_flags() -> None:
     assert w.shutting_down is True and w.state is WriterState.HANDSHAKE
     w.close()
     w.shutdown()
-    assert w.state is WriterState.CLOSED
+    assert w.closed and w.shutting_down
+
+
+# --- acquire_write: the chunk in place ------------------------------------------------
+
+
+def test_acquire_write_times_out_before_its_body_runs(group: Callable[..., Group]) -> None:
+    """vLLM's: the chunk is waited for first, so a full ring is a TimeoutError and the
+    body never runs; nothing is published and the next message takes seq 4."""
+    g = group(1, 0)
+    w, (r,) = g.writer, g.readers
+    _fill(g)
+    ran: list[int] = []
+    with (
+        pytest.raises(RingTimeoutError, match=r"could not enqueue message seq 4") as info,
+        w.acquire_write(timeout=0.05),
+    ):
+        ran.append(1)
+    assert isinstance(info.value, TimeoutError) and ran == []
+    assert [r.dequeue(timeout=T) for _ in range(CHUNKS)] == [0, 1, 2, 3]
+    w.enqueue("next", timeout=T)
+    assert r.dequeue(timeout=T) == "next"
+
+
+def test_acquire_write_fills_the_claimed_chunk_in_place_and_publishes_on_exit(
+    group: Callable[..., Group],
+) -> None:
+    """The body writes the ring chunk itself (it is claimed, not yet published, while
+    the body runs); on exit the header says RAW and the sequence number, and the local
+    reader gets the chunk's payload, the remote reader the same bytes as a frame."""
+    g = group(1, 1)
+    w, (local, remote) = g.writer, g.readers
+    w.enqueue("first", timeout=T)
+    with w.acquire_write(timeout=T) as buf:
+        assert len(buf) == PAYLOAD
+        buf[0] = 123
+        buf[1:4] = b"abc"
+        buf[PAYLOAD - 1] = 7
+        assert ring_chunk(w, 1)[0] == 0  # claimed: not written yet
+        with w.buffer.get_data(1) as data:  # type: ignore[attr-defined]
+            assert bytes(data[wire.HEADER_BYTES : wire.HEADER_BYTES + 4]) == b"\x7babc"
+    assert ring_chunk(w, 1) == (1, wire.RAW, 1)
+    for r in (local, remote):
+        assert r.dequeue(timeout=T) == "first"
+        got = r.dequeue(timeout=T)
+        assert type(got) is bytes and len(got) == PAYLOAD
+        assert got[:4] == b"\x7babc" and got[-1] == 7
+    w.enqueue("after", timeout=T)
+    assert [local.dequeue(timeout=T), remote.dequeue(timeout=T)] == ["after", "after"]
+
+
+@pytest.mark.parametrize("n_local,n_remote", [(1, 0), (1, 1), (0, 1)])
+def test_acquire_write_whose_body_raises_publishes_nothing(
+    group: Callable[..., Group], n_local: int, n_remote: int
+) -> None:
+    """A body that raises is an abort: no chunk is published, no frame sent, and the
+    sequence number is not used (the next message is seq 0 for every reader)."""
+    g = group(n_local, n_remote)
+    w = g.writer
+    with pytest.raises(ValueError, match="body failed"), w.acquire_write(timeout=T) as buf:
+        buf[0] = 1
+        raise ValueError("body failed")
+    if n_local:
+        assert ring_chunk(w, 0)[0] == 0
+    for r in g.readers:
+        with pytest.raises(RingTimeoutError):
+            r.dequeue(timeout=0.05)
+    w.enqueue("next", timeout=T)
+    assert [r.dequeue(timeout=T) for r in g.readers] == ["next"] * len(g.readers)
+
+
+def test_acquire_write_with_remote_readers_only_sends_a_zeroed_scratch_buffer(
+    group: Callable[..., Group],
+) -> None:
+    g = group(0, 1)
+    w, (r,) = g.writer, g.readers
+    with w.acquire_write(timeout=T) as buf:
+        assert len(buf) == PAYLOAD and not any(buf)
+        buf[0] = 123
+    assert r.dequeue(timeout=T) == b"\x7b" + bytes(PAYLOAD - 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from ..errors import MisuseError, RingTimeoutError
@@ -35,6 +35,7 @@ from .sockets import bind_address
 from .transmitters import (
     DEFAULT_LINGER,
     DEFAULT_REMOTE_WINDOW,
+    LocalTransmitter,
     RemoteOptions,
     RemoteTransmitter,
 )
@@ -221,16 +222,65 @@ class QueueWriter(WriterBase):
 
     @contextlib.contextmanager
     def acquire_write(self, timeout: float | None = None) -> Iterator[memoryview]:
-        """vLLM's buffer API: ``with q.acquire_write(t) as buf:`` fills ``buf``
-        (``max_chunk_bytes`` minus the header, zeroed), then its bytes are enqueued as
-        one message (one copy), with the sequence check and the remote readers of any
-        other message. A body that raises sends nothing."""
-        if self._state is not _CHUNK and self._state is not _RUN:
-            self._refuse()
-        scratch = bytearray(self.max_chunk_bytes - wire.HEADER_BYTES)
-        with memoryview(scratch) as buf:
-            yield buf
-        self.enqueue(bytes(scratch), timeout)
+        """vLLM's buffer API: ``with q.acquire_write(t) as buf:``. Room is waited for
+        first (:class:`RingTimeoutError`, a ``TimeoutError``, before the body runs);
+        ``buf`` is then the claimed chunk's payload, in place: ``max_chunk_bytes``
+        minus the header, holding what the chunk held before (as vLLM's). On exit the
+        writer stamps the header (RAW, the sequence number, which readers check) and
+        publishes; remote readers get the same bytes as a frame, and a reader's
+        ``dequeue`` returns them as ``bytes``. A body that raises publishes nothing and
+        uses no sequence number. With remote readers only (no ring) ``buf`` is a zeroed
+        scratch buffer. ``buf`` is released on exit: keep no view of it."""
+        if self._busy:
+            raise self._conflict("acquire_write()")
+        self._busy = True
+        try:
+            deadline = _after(timeout) if self._state is _CHUNK else self._settle(timeout)
+            seq = self._seq
+            remote = self._remote
+            if remote is not None and remote.credit.needs_check(seq):
+                remote.credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
+            local = self._local
+            if local is None:
+                scratch = bytearray(self.max_chunk_bytes - wire.HEADER_BYTES)
+                with memoryview(scratch) as buf:
+                    yield buf
+                data = bytes(scratch)
+                obs = self._observer
+                if obs is not None:  # no local reader: the spec's publish touches no ring
+                    obs.begin(WRITER_ACTOR)
+                    obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, data, "inline")
+            else:
+                data = yield from self._in_place(local, seq, deadline, remote is not None)
+            if remote is not None:
+                try:
+                    self._send_frames(seq, wire.frame_parts(seq, self._dumps(data)), False, remote)
+                except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                    self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
+                    raise
+            self._seq = seq + 1
+        finally:
+            self._busy = False
+
+    def _in_place(
+        self, local: LocalTransmitter, seq: int, deadline: Deadline, copy: bool
+    ) -> Generator[memoryview, None, bytes]:
+        """acquire_write's ring chunk: claimed, its payload yielded, published (or, the
+        body raising, let go); its bytes when ``copy`` (for the remote frame)."""
+        try:
+            chunk = local.claim(deadline, self._watch)
+        except RingTimeoutError as exc:
+            raise self._ring_stalled(local, seq, exc) from None
+        try:
+            with chunk[wire.HEADER_BYTES :] as buf:
+                yield buf
+        except BaseException:
+            local.let_go()  # the spec's WriterAbort: nothing published, seq unused
+            raise
+        obs = self._observer
+        data = bytes(chunk[wire.HEADER_BYTES :]) if copy or obs is not None else b""
+        local.commit(chunk, seq, None, True, data)
+        return data
 
     # --- runs -------------------------------------------------------------------------
 
