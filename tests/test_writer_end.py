@@ -3,15 +3,18 @@ teardown does not wait for what is already acknowledged, acquire_write is in pla
 
 from __future__ import annotations
 
+import gc
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from test_queue import Group, T
+from test_queue import LOOPBACK, Group, T
 
 import verifiedring.compat.vllm  # noqa: F401 -- attaches vLLM's attributes (buffer)
-from verifiedring import ClosedError, RingTimeoutError
+from verifiedring import ClosedError, MessageQueue, RingTimeoutError
 from verifiedring.queue import wire
 from verifiedring.queue.lifecycle import WriterState
 from verifiedring.testing import wait_blocked
@@ -86,14 +89,110 @@ def test_shutdown_lets_a_blocked_enqueue_finish_and_a_later_one_arrive(
 def test_shutdown_before_the_handshake_and_after_close_only_flags() -> None:
     """As vLLM's, shutdown() is a flag at any time: before wait_until_ready() and
     after close() too (vLLM's executor calls it, then drops the queue)."""
-    from verifiedring import MessageQueue
-
     w = MessageQueue(1, 1)
     w.shutdown()
     assert w.shutting_down is True and w.state is WriterState.HANDSHAKE
     w.close()
     w.shutdown()
     assert w.closed and w.shutting_down
+
+
+# --- teardown: no wait for what is acknowledged or cannot be taken --------------------
+
+FAR_BELOW_LINGER = 1.0  # seconds; the default linger is 5
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def _timed_close(g: Group) -> float:
+    t0 = time.monotonic()
+    g.writer.close()
+    return time.monotonic() - t0
+
+
+def test_close_with_an_idle_remote_reader_that_read_everything_does_not_wait(
+    group: Callable[..., Group], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reader took all 10 messages (fewer than an acknowledgement interval) and
+    then does nothing: it acknowledged as it went idle, so close() has nothing to
+    wait for (it waited the whole linger and warned before)."""
+    g = group(0, 1)
+    r = g.readers[0]
+    for i in range(10):
+        g.writer.enqueue(i, timeout=T)
+    assert [r.dequeue(timeout=T) for _ in range(10)] == list(range(10))
+    caplog.set_level(logging.WARNING, logger="verifiedring")
+    assert _timed_close(g) < FAR_BELOW_LINGER
+    assert _warnings(caplog) == []
+    with pytest.raises(ClosedError, match="after 10 messages"):
+        r.dequeue(timeout=T)
+
+
+def test_dropping_a_writer_with_an_idle_remote_reader_does_not_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """vLLM's executor drops its queue (no close()): the finalizer's teardown is
+    close()'s, as fast; the reader still learns the end."""
+    w: MessageQueue | None = MessageQueue(1, 0, connect_ip=LOOPBACK)
+    assert w is not None
+    r = MessageQueue.create_from_handle(w.export_handle(), 7)
+    try:
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        w.enqueue("only", timeout=T)
+        assert r.dequeue(timeout=T) == "only"
+        caplog.set_level(logging.WARNING, logger="verifiedring")
+        t0 = time.monotonic()
+        w = None
+        gc.collect()
+        assert time.monotonic() - t0 < FAR_BELOW_LINGER
+        assert _warnings(caplog) == []
+        with pytest.raises(ClosedError, match="after 1 messages"):
+            r.dequeue(timeout=T)
+    finally:
+        r.close()
+
+
+def test_close_after_the_remote_reader_left_short_does_not_wait(
+    group: Callable[..., Group], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader gone (its connection closed) after 3 of 10 messages can take no more:
+    close() returns once the writer sees it leave, without a warning."""
+    g = group(0, 1)
+    r = g.readers[0]
+    for i in range(10):
+        g.writer.enqueue(i, timeout=T)
+    assert [r.dequeue(timeout=T) for _ in range(3)] == [0, 1, 2]
+    r.close()
+    caplog.set_level(logging.WARNING, logger="verifiedring")
+    assert _timed_close(g) < FAR_BELOW_LINGER
+    assert _warnings(caplog) == []
+
+
+def test_close_with_no_message_sent_does_not_wait(
+    group: Callable[..., Group], caplog: pytest.LogCaptureFixture
+) -> None:
+    g = group(1, 1)
+    caplog.set_level(logging.WARNING, logger="verifiedring")
+    assert _timed_close(g) < FAR_BELOW_LINGER
+    assert _warnings(caplog) == []
+
+
+def test_close_still_waits_its_linger_for_a_live_reader_short_of_messages(
+    group: Callable[..., Group], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader still there that has not taken its messages can still take them:
+    close() waits the linger for it, then warns naming it and its count."""
+    g = group(0, 1, linger=0.3)
+    for i in range(10):
+        g.writer.enqueue(i, timeout=T)
+    caplog.set_level(logging.WARNING, logger="verifiedring")
+    assert _timed_close(g) >= 0.3
+    (warning,) = _warnings(caplog)
+    assert "remote readers {100: 0}" in warning and "short of all 10 messages" in warning
+    assert [g.readers[0].dequeue(timeout=T) for _ in range(10)] == list(range(10))
 
 
 # --- acquire_write: the chunk in place ------------------------------------------------
