@@ -10,7 +10,6 @@ the spec's ``wpc``) says which of those steps a call left unfinished.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -22,13 +21,12 @@ from ..shm import preflight
 from ..steps import (
     WRITER_ACTOR,
     WRITER_PUBLISH_CHUNK,
-    WRITER_SHUTDOWN,
     QueueObserver,
 )
 from ..waiting import FOREVER, Deadline
 from . import wire
 from .flavors.arena import ArenaOptions
-from .flavors.run.writer import RunSender, RunWriter
+from .flavors.run.writer import RunSender
 from .handle import check_counts
 from .lifecycle import WriterState
 from .sockets import bind_address
@@ -39,9 +37,7 @@ from .transmitters import (
     RemoteOptions,
     RemoteTransmitter,
 )
-from .writer_base import WriterBase
-
-logger = logging.getLogger("verifiedring")
+from .writer_end import WriterEnd
 
 #: How a message too large for one chunk reaches local readers (see :mod:`.flavors`).
 LARGE_OBJECT_MODES = ("stream", "socket")
@@ -66,7 +62,7 @@ def _large_objects_mode(large_objects: str | None) -> str:
     return large_objects
 
 
-class QueueWriter(WriterBase):
+class QueueWriter(WriterEnd):
     """The single writer: ``MessageQueue(n_reader, n_local_reader, ...)`` builds it."""
 
     is_writer = True
@@ -300,72 +296,3 @@ class QueueWriter(WriterBase):
                 raise
         self._state = _CHUNK
         return deadline
-
-    def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
-        """End the unfinished run with ABORT (remote readers get an ABORT frame):
-        its sequence number is used up. A timeout leaves the abort due."""
-        seq = run.seq
-        run.abort(reason, deadline)
-        remote = self._remote
-        if remote is not None:
-            self._state = WriterState.REMOTE_ABORT
-            try:
-                self._send(
-                    remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq
-                )
-            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                self._break_interrupted(
-                    exc, f"sending the abort frame of message seq {seq}", "its ABORT was published"
-                )
-                raise
-        self._seq = seq + 1
-        self._state = _CHUNK
-
-    # --- the end ------------------------------------------------------------------------
-
-    def shutdown(self) -> None:
-        """vLLM's: set :attr:`shutting_down`, at any time (idempotent). Nothing is sent
-        and nothing refused: an ``enqueue`` in progress on another thread completes and
-        a later one is sent. The writer has no cancellable wait to wake (neither has
-        vLLM's). Readers learn that no more messages follow from :meth:`close`."""
-        self.shutting_down = True
-
-    def _tell_readers(self) -> None:
-        """SHUTDOWN(total) on both sockets, after the last message (a run left
-        unfinished is aborted first); nothing once the writer is broken or was never
-        ready. Afterwards every call refuses (:class:`ClosedError`)."""
-        state = self._state
-        if state is not _CHUNK and state is not _RUN:
-            return  # before the handshake, told already or broken: nothing to tell
-        runs = self._runs
-        if runs is not None and runs.active:
-            try:
-                self.abort_run(runs.run, "the writer closed mid-message",
-                               Deadline.after(self._linger_ms / 1000))
-            except RingTimeoutError as exc:
-                logger.warning("%s: closed without aborting message seq %d mid-run: %s",
-                               self._who(), runs.run.seq, exc)
-        self._stop(WriterState.SHUT, f"the queue was shut down after {self._seq} messages")
-        obs = self._observer
-        if obs is not None:
-            obs.begin(WRITER_ACTOR)
-        # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
-        self._send_control([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
-        if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
-
-    def _before_close(self) -> None:
-        """SHUTDOWN, then let the remote readers receive everything (at most the linger):
-        queued frames die with this process, as the shared context is never terminated."""
-        self._tell_readers()
-        remote = self._remote
-        if remote is None or self._state is not WriterState.SHUT:
-            return
-        deadline = Deadline.after(self._linger_ms / 1000)
-        short = remote.credit.settle(self._seq, deadline, self._peers.remote_left)
-        if short:
-            logger.warning(
-                "%s: closed after %.1f s with remote readers %s (rank: acknowledged count) "
-                "short of all %d messages; frames still queued for them are lost if this "
-                "process exits now", self._who(), self._linger_ms / 1000, short, self._seq,
-            )
