@@ -95,7 +95,9 @@ class LocalTransmitter:
         if not inline and runs is not None:
             runs.write(p, seq, deadline, watch, obj)
             return False
-        self.commit(self.claim(deadline, watch), seq, p, inline, obj)
+        cursor = self.cursor  # claim() inline: the hot path pays one call less
+        cursor.claim(deadline, watch)
+        self.commit(cursor.fill(), seq, p, inline, obj)
         return not inline
 
     def claim(self, deadline: Deadline, watch: Callable[[], None]) -> memoryview:
