@@ -14,7 +14,7 @@ import pytest
 from test_queue import LOOPBACK, Group, T
 
 import verifiedring.compat.vllm  # noqa: F401 -- attaches vLLM's attributes (buffer)
-from verifiedring import ClosedError, MessageQueue, RingTimeoutError
+from verifiedring import BusyError, ClosedError, MessageQueue, RingTimeoutError
 from verifiedring.queue import wire
 from verifiedring.queue.lifecycle import WriterState
 from verifiedring.testing import wait_blocked
@@ -272,3 +272,21 @@ def test_acquire_write_with_remote_readers_only_sends_a_zeroed_scratch_buffer(
         assert len(buf) == PAYLOAD and not any(buf)
         buf[0] = 123
     assert r.dequeue(timeout=T) == b"\x7b" + bytes(PAYLOAD - 1)
+
+
+def test_enqueue_inside_an_acquire_write_body_is_refused(group: Callable[..., Group]) -> None:
+    """The chunk is held while the body runs: a nested enqueue (or acquire_write) on
+    the same writer raises BusyError instead of claiming behind it; the outer message
+    is still published, as seq 0."""
+    g = group(1, 0)
+    w, (r,) = g.writer, g.readers
+    with w.acquire_write(timeout=T) as buf:
+        buf[0] = 5
+        with pytest.raises(BusyError, match=r"enqueue\(\) called while another thread"):
+            w.enqueue("nested", timeout=T)
+        with pytest.raises(BusyError, match=r"acquire_write\(\) called"), w.acquire_write(T):
+            pass
+    got = r.dequeue(timeout=T)
+    assert got[0] == 5 and len(got) == PAYLOAD
+    w.enqueue("next", timeout=T)
+    assert r.dequeue(timeout=T) == "next"
