@@ -179,7 +179,7 @@ def test_a_reader_polling_with_timeout_zero_sees_shutdown(
     unseen and the poller timed out forever instead of raising ClosedError."""
     w, (r,) = queues(1, 0)
     w.enqueue("only", timeout=T)
-    w.shutdown()
+    w.close()
     assert r.dequeue(timeout=0) == "only"
     deadline = time.monotonic() + T
     while time.monotonic() < deadline:
@@ -221,7 +221,7 @@ def test_a_waiting_dequeue_looks_at_its_socket_once_per_slice_not_per_call(
     slices = (time.monotonic() - started) / overflow.SLICE  # one look each is due
     assert len(looks) <= 2 + slices, f"{len(looks)} looks in 40 short waits, {slices:.1f} SLICEs"
     looks.clear()
-    w.shutdown()
+    w.close()
     for _ in range(50):  # a timeout=0 poller still sees SHUTDOWN promptly
         try:
             r.dequeue(timeout=0)

@@ -373,10 +373,10 @@ def test_a_reader_closed_after_an_interrupt_mid_run_closes_cleanly(
     assert all("left" in str(exc) for exc in failed)
 
 
-def test_shutdown_with_a_run_left_unfinished_aborts_it_first(
+def test_close_with_a_run_left_unfinished_aborts_it_first(
     stream_group: Callable[..., Group],
 ) -> None:
-    """The writer was interrupted while it waited for room; shutdown() publishes the
+    """The writer was interrupted while it waited for room; close() publishes the
     ABORT (the reader reads meanwhile), then SHUTDOWN: the reader gets
     MessageAbortedError, then ClosedError."""
     g = stream_group(1)
@@ -393,7 +393,7 @@ def test_shutdown_with_a_run_left_unfinished_aborts_it_first(
 
     reader = threading.Thread(target=read)
     reader.start()
-    writer.shutdown()
+    writer.close()
     reader.join(JOIN)
     assert isinstance(results[0], MessageAbortedError) and results[0].seq == 0
     assert isinstance(results[1], ClosedError) and "after 1 messages" in str(results[1])

@@ -36,9 +36,9 @@ _load_inline = wire.load_inline
 #: The observer's name of what ReaderTakeChunk took.
 _KIND_NAMES = {
     wire.INLINE: "inline", wire.INLINE_LENT: "inline", wire.OVERFLOW: "overflow",
-    wire.RUN_FIRST: "first",
+    wire.RUN_FIRST: "first", wire.RAW: "inline",
 }
-_INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT)
+_INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT, wire.RAW)  # RAW: acquire_write's bytes
 
 
 class LocalReader(OverflowReader, QueueReader):

@@ -31,8 +31,9 @@ Protocol (model: ``spec/MessageQueue.tla``; wire format: :mod:`.wire`)
   and raises :class:`BrokenPeerError` on a gap instead of returning a wrong
   object. A message that does not unpickle is consumed first, then raises
   :class:`DecodeError`: the next ``dequeue`` returns the next message.
-* ``shutdown()`` sends SHUTDOWN(total) on both sockets; a reader raises
-  :class:`ClosedError` once it has received ``total`` messages.
+* The writer's ``close()`` (or its finalizer) sends SHUTDOWN(total) on both
+  sockets; a reader raises :class:`ClosedError` once it has received ``total``
+  messages. The writer's ``shutdown()`` only sets ``shutting_down`` (vLLM's).
 
 A queue end is used from one thread: a second thread entering ``enqueue`` or
 ``dequeue`` while the first is inside raises :class:`BusyError` (one boolean,
@@ -142,7 +143,8 @@ class MessageQueue:
         self.log_interval = _interval_source()
         call = "enqueue()" if self.is_writer else "dequeue()"
         self._stop(self._opening, f"call wait_until_ready() before {call}")
-        #: Set by :meth:`shutdown` (vLLM's attribute): a blocked call wakes and raises.
+        #: Set by :meth:`shutdown` (vLLM's attribute): a reader's blocked call wakes and
+        #: raises; the writer's calls go on.
         self.shutting_down = False
         self._busy = False  # on the instance: every call reads it, a class lookup costs
 
@@ -308,7 +310,9 @@ class MessageQueue:
         return self.dequeue()
 
     def close(self) -> None:
-        """Shut down (writer), close sockets and the segment. Idempotent."""
+        """Tell the readers the end (writer: SHUTDOWN, then a wait only for what a remote
+        reader still there has not acknowledged), close sockets and the segment.
+        Idempotent."""
         if self._closed:
             return
         try:

@@ -21,6 +21,12 @@ from .wire import ack_message
 logger = logging.getLogger("verifiedring")
 
 
+def _queued(sock: zmq.Socket[Any]) -> bool:
+    """Whether a frame is queued on ``sock`` for this process (no wait, no receive)."""
+    events = sock.getsockopt(zmq.EVENTS)
+    return isinstance(events, int) and bool(events & zmq.POLLIN)
+
+
 class RemoteReader(QueueReader):
     """A reader on another host: ``create_from_handle`` with a rank that is not local."""
 
@@ -70,7 +76,9 @@ class RemoteReader(QueueReader):
             if kind != wire.OVERFLOW or seq != self._seq:
                 raise self._out_of_order("remote socket", header[0], seq)
             self._seq = count = seq + 1
-            if count - self._acks_sent >= self._ack_interval:
+            # every interval, and whenever no next frame is queued (this reader may go
+            # idle now: the writer's close() then need not wait for an acknowledgement)
+            if count - self._acks_sent >= self._ack_interval or not _queued(self._sock):
                 self._ack_sock.send(ack_message(self.rank, count))
                 self._acks_sent = count
             try:

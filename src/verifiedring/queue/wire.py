@@ -3,7 +3,7 @@
 Every message starts with one header (:data:`HEADER`, little endian)::
 
     kind     u8    INLINE (0) | OVERFLOW (1) | READY (2) | SHUTDOWN (3) | INLINE_LENT (4)
-                   | RUN_FIRST (5) | RUN_MORE (6) | RUN_LAST (7) | RUN_ABORT (8)
+                   | RUN_FIRST (5) | RUN_MORE (6) | RUN_LAST (7) | RUN_ABORT (8) | RAW (9)
     seq      u64   the message's sequence number (SHUTDOWN: messages sent in all)
     nstream  u64   bytes of the pickle stream (a run chunk: its bytes of the run)
     nbuf     u32   number of out-of-band buffers (a run chunk: its part, 0, 1, ...)
@@ -15,6 +15,9 @@ followed, for INLINE, INLINE_LENT and OVERFLOW, by ``nbuf`` u64 buffer lengths
   INLINE_LENT is the same for an object whose reconstruction copies its
   buffers anyway (a top-level ``bytes``/``bytearray``): the reader lends the
   unpickler views of the chunk instead of copying them out first.
+* **Ring chunk, RAW** (``acquire_write``): header (``nstream``: the payload's
+  bytes, the chunk's rest; ``nbuf`` 0), then bytes the caller wrote in place, no
+  pickle: a reader's ``dequeue`` returns them as ``bytes`` (:func:`stamp_raw`).
 * **Ring chunk, OVERFLOW** (the overflow marker): the header only; the object
   travels on the local socket as the frame with the same ``seq``.
 * **Run** (``large_objects="stream"``, :mod:`.flavors.run`): a message too large
@@ -59,13 +62,14 @@ RUN_FIRST = 5
 RUN_MORE = 6
 RUN_LAST = 7
 RUN_ABORT = 8
+RAW = 9
 KIND_NAMES = {
     INLINE: "INLINE", OVERFLOW: "OVERFLOW", READY: "READY", SHUTDOWN: "SHUTDOWN",
     INLINE_LENT: "INLINE_LENT", RUN_FIRST: "RUN_FIRST", RUN_MORE: "RUN_MORE",
-    RUN_LAST: "RUN_LAST", RUN_ABORT: "RUN_ABORT",
+    RUN_LAST: "RUN_LAST", RUN_ABORT: "RUN_ABORT", RAW: "RAW",
 }
 #: What a ring chunk may hold where a message starts.
-CHUNK_KINDS = frozenset((INLINE, INLINE_LENT, OVERFLOW, RUN_FIRST))
+CHUNK_KINDS = frozenset((INLINE, INLINE_LENT, OVERFLOW, RUN_FIRST, RAW))
 #: What may follow a run's chunk.
 RUN_NEXT_KINDS = frozenset((RUN_MORE, RUN_LAST, RUN_ABORT))
 #: READY and SHUTDOWN: control messages that may share a pipe with the window.
@@ -152,6 +156,12 @@ def encode_chunk(chunk: memoryview, seq: int, p: Pickled, inline: bool) -> None:
         off += b.nbytes
 
 
+def stamp_raw(chunk: memoryview, seq: int) -> None:
+    """Make ``chunk``, its payload written in place after the header, message ``seq``
+    (RAW: the whole rest of the chunk is the message's bytes)."""
+    HEADER.pack_into(chunk, 0, RAW, seq, len(chunk) - HEADER_BYTES, 0)
+
+
 def decode_chunk(chunk: memoryview, expect: int) -> tuple[int, int, int, int] | None:
     """The header of a chunk that starts message ``expect`` (a kind of
     :data:`CHUNK_KINDS`), else ``None`` (a message lost or reordered)."""
@@ -162,10 +172,12 @@ def decode_chunk(chunk: memoryview, expect: int) -> tuple[int, int, int, int] | 
 
 
 def load_inline(chunk: memoryview, header: tuple[int, int, int, int]) -> Any:
-    """The object an INLINE / INLINE_LENT chunk holds, owning its memory (the chunk is
-    reused once released). Raises :class:`DecodeError`."""
+    """The object an INLINE / INLINE_LENT chunk holds (a RAW one: its bytes), owning
+    its memory (the chunk is reused once released). Raises :class:`DecodeError`."""
     kind, seq, nbytes, nbuf = header
     if not nbuf:
+        if kind == RAW:
+            return bytes(chunk[HEADER_BYTES : HEADER_BYTES + nbytes])
         with chunk[HEADER_BYTES : HEADER_BYTES + nbytes] as stream:
             try:
                 return pickle.loads(stream)

@@ -10,9 +10,8 @@ the spec's ``wpc``) says which of those steps a call left unfinished.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from ..errors import MisuseError, RingTimeoutError
@@ -22,25 +21,23 @@ from ..shm import preflight
 from ..steps import (
     WRITER_ACTOR,
     WRITER_PUBLISH_CHUNK,
-    WRITER_SHUTDOWN,
     QueueObserver,
 )
 from ..waiting import FOREVER, Deadline
 from . import wire
 from .flavors.arena import ArenaOptions
-from .flavors.run.writer import RunSender, RunWriter
+from .flavors.run.writer import RunSender
 from .handle import check_counts
 from .lifecycle import WriterState
 from .sockets import bind_address
 from .transmitters import (
     DEFAULT_LINGER,
     DEFAULT_REMOTE_WINDOW,
+    LocalTransmitter,
     RemoteOptions,
     RemoteTransmitter,
 )
-from .writer_base import WriterBase
-
-logger = logging.getLogger("verifiedring")
+from .writer_end import WriterEnd
 
 #: How a message too large for one chunk reaches local readers (see :mod:`.flavors`).
 LARGE_OBJECT_MODES = ("stream", "socket")
@@ -65,7 +62,7 @@ def _large_objects_mode(large_objects: str | None) -> str:
     return large_objects
 
 
-class QueueWriter(WriterBase):
+class QueueWriter(WriterEnd):
     """The single writer: ``MessageQueue(n_reader, n_local_reader, ...)`` builds it."""
 
     is_writer = True
@@ -221,16 +218,65 @@ class QueueWriter(WriterBase):
 
     @contextlib.contextmanager
     def acquire_write(self, timeout: float | None = None) -> Iterator[memoryview]:
-        """vLLM's buffer API: ``with q.acquire_write(t) as buf:`` fills ``buf``
-        (``max_chunk_bytes`` minus the header, zeroed), then its bytes are enqueued as
-        one message (one copy), with the sequence check and the remote readers of any
-        other message. A body that raises sends nothing."""
-        if self._state is not _CHUNK and self._state is not _RUN:
-            self._refuse()
-        scratch = bytearray(self.max_chunk_bytes - wire.HEADER_BYTES)
-        with memoryview(scratch) as buf:
-            yield buf
-        self.enqueue(bytes(scratch), timeout)
+        """vLLM's buffer API: ``with q.acquire_write(t) as buf:``. Room is waited for
+        first (:class:`RingTimeoutError`, a ``TimeoutError``, before the body runs);
+        ``buf`` is then the claimed chunk's payload, in place: ``max_chunk_bytes``
+        minus the header, holding what the chunk held before (as vLLM's). On exit the
+        writer stamps the header (RAW, the sequence number, which readers check) and
+        publishes; remote readers get the same bytes as a frame, and a reader's
+        ``dequeue`` returns them as ``bytes``. A body that raises publishes nothing and
+        uses no sequence number. With remote readers only (no ring) ``buf`` is a zeroed
+        scratch buffer. ``buf`` is released on exit: keep no view of it."""
+        if self._busy:
+            raise self._conflict("acquire_write()")
+        self._busy = True
+        try:
+            deadline = _after(timeout) if self._state is _CHUNK else self._settle(timeout)
+            seq = self._seq
+            remote = self._remote
+            if remote is not None and remote.credit.needs_check(seq):
+                remote.credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
+            local = self._local
+            if local is None:
+                scratch = bytearray(self.max_chunk_bytes - wire.HEADER_BYTES)
+                with memoryview(scratch) as buf:
+                    yield buf
+                data = bytes(scratch)
+                obs = self._observer
+                if obs is not None:  # no local reader: the spec's publish touches no ring
+                    obs.begin(WRITER_ACTOR)
+                    obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, data, "inline")
+            else:
+                data = yield from self._in_place(local, seq, deadline, remote is not None)
+            if remote is not None:
+                try:
+                    self._send_frames(seq, wire.frame_parts(seq, self._dumps(data)), False, remote)
+                except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                    self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
+                    raise
+            self._seq = seq + 1
+        finally:
+            self._busy = False
+
+    def _in_place(
+        self, local: LocalTransmitter, seq: int, deadline: Deadline, copy: bool
+    ) -> Generator[memoryview, None, bytes]:
+        """acquire_write's ring chunk: claimed, its payload yielded, published (or, the
+        body raising, let go); its bytes when ``copy`` (for the remote frame)."""
+        try:
+            chunk = local.claim(deadline, self._watch)
+        except RingTimeoutError as exc:
+            raise self._ring_stalled(local, seq, exc) from None
+        try:
+            with chunk[wire.HEADER_BYTES :] as buf:
+                yield buf
+        except BaseException:
+            local.let_go()  # the spec's WriterAbort: nothing published, seq unused
+            raise
+        obs = self._observer
+        data = bytes(chunk[wire.HEADER_BYTES :]) if copy or obs is not None else b""
+        local.commit(chunk, seq, None, True, data)
+        return data
 
     # --- runs -------------------------------------------------------------------------
 
@@ -250,65 +296,3 @@ class QueueWriter(WriterBase):
                 raise
         self._state = _CHUNK
         return deadline
-
-    def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
-        """End the unfinished run with ABORT (remote readers get an ABORT frame):
-        its sequence number is used up. A timeout leaves the abort due."""
-        seq = run.seq
-        run.abort(reason, deadline)
-        remote = self._remote
-        if remote is not None:
-            self._state = WriterState.REMOTE_ABORT
-            try:
-                self._send(
-                    remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq
-                )
-            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                self._break_interrupted(
-                    exc, f"sending the abort frame of message seq {seq}", "its ABORT was published"
-                )
-                raise
-        self._seq = seq + 1
-        self._state = _CHUNK
-
-    # --- the end ------------------------------------------------------------------------
-
-    def shutdown(self) -> None:
-        """Tell every reader that no more messages follow (idempotent)."""
-        if self._closed:
-            self._refuse()
-        state = self._state
-        if state is not _CHUNK and state is not _RUN:
-            return  # before the handshake, shut down or broken: nothing to tell
-        runs = self._runs
-        if runs is not None and runs.active:
-            try:
-                self.abort_run(runs.run, "the writer shut down mid-message",
-                               Deadline.after(self._linger_ms / 1000))
-            except RingTimeoutError as exc:
-                logger.warning("%s: shut down without aborting message seq %d mid-run: %s",
-                               self._who(), runs.run.seq, exc)
-        self._stop(WriterState.SHUT, f"the queue was shut down after {self._seq} messages")
-        obs = self._observer
-        if obs is not None:
-            obs.begin(WRITER_ACTOR)
-        # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
-        self._send_control([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
-        if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
-
-    def _before_close(self) -> None:
-        """SHUTDOWN, then let the remote readers receive everything (at most the linger):
-        queued frames die with this process, as the shared context is never terminated."""
-        self.shutdown()
-        remote = self._remote
-        if remote is None or self._state is not WriterState.SHUT:
-            return
-        deadline = Deadline.after(self._linger_ms / 1000)
-        short = remote.credit.settle(self._seq, deadline, self._peers.remote_left)
-        if short:
-            logger.warning(
-                "%s: closed after %.1f s with remote readers %s (rank: acknowledged count) "
-                "short of all %d messages; frames still queued for them are lost if this "
-                "process exits now", self._who(), self._linger_ms / 1000, short, self._seq,
-            )

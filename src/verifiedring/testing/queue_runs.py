@@ -187,7 +187,7 @@ def record_queue_run(
                         except MisuseError:
                             if k != cfg.abort_at:
                                 raise
-                    w.shutdown()
+                    w.close()
                 except Exception as exc:  # the readers' outcomes say the rest
                     writer_error = f"{type(exc).__name__}: {exc}"
                 outcomes = procs.wait(time_limit, failure_grace=1.0)

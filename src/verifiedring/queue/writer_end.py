@@ -1,0 +1,98 @@
+"""The writer's end: a run's abort, vLLM's ``shutdown()`` flag, and ``close()``'s steps.
+
+``shutdown()`` only sets ``shutting_down`` (vLLM's): the writer goes on sending.
+``close()`` (and the finalizer) first tells the readers -- a run left unfinished is
+aborted, then SHUTDOWN(total) (the spec's ``WriterShutdown``) -- and then, with remote
+readers, waits at most the linger, and only for messages a remote reader still there
+has not acknowledged (:meth:`RemoteCredit.settle <.credit.RemoteCredit.settle>`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import RingTimeoutError
+from ..steps import WRITER_ACTOR, WRITER_SHUTDOWN
+from ..waiting import Deadline
+from . import wire
+from .flavors.run.writer import RunWriter
+from .lifecycle import WriterState
+from .writer_base import WriterBase
+
+logger = logging.getLogger("verifiedring")
+
+_CHUNK = WriterState.CHUNK
+_RUN = WriterState.RUN
+
+
+class WriterEnd(WriterBase):
+    """How a writer ends a run mid-way, and itself."""
+
+    def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
+        """End the unfinished run with ABORT (remote readers get an ABORT frame):
+        its sequence number is used up. A timeout leaves the abort due."""
+        seq = run.seq
+        run.abort(reason, deadline)
+        remote = self._remote
+        if remote is not None:
+            self._state = WriterState.REMOTE_ABORT
+            try:
+                self._send(
+                    remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq
+                )
+            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
+                self._break_interrupted(
+                    exc, f"sending the abort frame of message seq {seq}", "its ABORT was published"
+                )
+                raise
+        self._seq = seq + 1
+        self._state = _CHUNK
+
+    # --- the end ------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """vLLM's: set :attr:`shutting_down`, at any time (idempotent). Nothing is sent
+        and nothing refused: an ``enqueue`` in progress on another thread completes and
+        a later one is sent. The writer has no cancellable wait to wake (neither has
+        vLLM's). Readers learn that no more messages follow from :meth:`close`."""
+        self.shutting_down = True
+
+    def _tell_readers(self) -> None:
+        """SHUTDOWN(total) on both sockets, after the last message (a run left
+        unfinished is aborted first); nothing once the writer is broken or was never
+        ready. Afterwards every call refuses (:class:`ClosedError`)."""
+        state = self._state
+        if state is not _CHUNK and state is not _RUN:
+            return  # before the handshake, told already or broken: nothing to tell
+        runs = self._runs
+        if runs is not None and runs.active:
+            try:
+                self.abort_run(runs.run, "the writer closed mid-message",
+                               Deadline.after(self._linger_ms / 1000))
+            except RingTimeoutError as exc:
+                logger.warning("%s: closed without aborting message seq %d mid-run: %s",
+                               self._who(), runs.run.seq, exc)
+        self._stop(WriterState.SHUT, f"the queue was shut down after {self._seq} messages")
+        obs = self._observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
+        # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
+        self._send_control([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
+
+    def _before_close(self) -> None:
+        """SHUTDOWN, then let the remote readers receive everything (at most the linger):
+        queued frames die with this process, as the shared context is never terminated."""
+        self._tell_readers()
+        remote = self._remote
+        if remote is None or self._state is not WriterState.SHUT:
+            return
+        deadline = Deadline.after(self._linger_ms / 1000)
+        short = remote.credit.settle(self._seq, deadline, self._peers.remote_left)
+        if short:
+            logger.warning(
+                "%s: closed after %.1f s with remote readers %s (rank: acknowledged count) "
+                "short of all %d messages; frames still queued for them are lost if this "
+                "process exits now", self._who(), self._linger_ms / 1000, short, self._seq,
+            )
