@@ -10,6 +10,7 @@ from ..errors import MisuseError, require_int
 from ..ring import RingHandle
 from .curve import CurveKeys
 from .sockets import Signer
+from .wire import MAX_RANK
 
 
 @dataclass(frozen=True)
@@ -82,3 +83,25 @@ def check_counts(
             "distinct ranks"
         )
     return ranks
+
+
+def check_attach(handle: object, rank: object) -> None:
+    """Raise :class:`MisuseError` unless ``handle`` is a writer's :class:`Handle` and
+    ``rank`` one of its readers' ranks: an int in ``0..n_reader``, or -1 (rankless)."""
+    if not isinstance(handle, Handle):
+        raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
+    if handle.n_reader < 1:
+        raise MisuseError(
+            "the handle has no reader (an empty Handle()): attach with the handle the "
+            "writer's export_handle() gave"
+        )
+    if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
+        raise MisuseError(
+            f"rank must be an int in 0..{MAX_RANK - 1}, or -1 for a remote reader without "
+            f"a rank, got {rank!r}"
+        )
+    if rank > handle.n_reader:
+        raise MisuseError(
+            f"rank {rank} is no reader of this queue (n_reader={handle.n_reader}: ranks "
+            f"0..{handle.n_reader}, or -1)"
+        )

@@ -56,9 +56,8 @@ import zmq
 from ..errors import BusyError, MisuseError
 from ..steps import QueueObserver
 from ..waiting import DEFAULT_LOG_INTERVAL, Deadline
-from .handle import Handle
+from .handle import Handle, check_attach
 from .lifecycle import WriterState, refusal
-from .wire import MAX_RANK
 
 #: Engines set the stall-log interval (seconds) through these, as for vLLM's queue.
 LOG_INTERVAL_ENV = ("VLLM_RINGBUFFER_WARNING_INTERVAL", "SGLANG_RINGBUFFER_WARNING_INTERVAL")
@@ -156,23 +155,7 @@ class MessageQueue:
     ) -> MessageQueue:
         """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``.
         ``observer`` sees every protocol step from the subscription on (traces)."""
-        if not isinstance(handle, Handle):
-            raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
-        if handle.n_reader < 1:
-            raise MisuseError(
-                "the handle has no reader (an empty Handle()): attach with the handle the "
-                "writer's export_handle() gave"
-            )
-        if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank < MAX_RANK:
-            raise MisuseError(
-                f"rank must be an int in 0..{MAX_RANK - 1}, or -1 for a remote reader without "
-                f"a rank, got {rank!r}"
-            )
-        if rank > handle.n_reader:
-            raise MisuseError(
-                f"rank {rank} is no reader of this queue (n_reader={handle.n_reader}: ranks "
-                f"0..{handle.n_reader}, or -1)"
-            )
+        check_attach(handle, rank)
         if rank in handle.local_reader_ranks:
             from .local_reader import LocalReader
 
