@@ -124,3 +124,20 @@ def test_a_timeout_beyond_any_clock_waits_without_a_deadline(timeout: Any) -> No
         finally:
             r.close()
 
+
+
+@pytest.mark.parametrize("heartbeat", [0, 0.05, -1, "10", math.nan, math.inf], ids=repr)
+def test_a_heartbeat_timeout_below_a_tenth_of_a_second_or_no_number_is_refused(
+    heartbeat: Any,
+) -> None:
+    _refused(lambda: MessageQueue(1, 0, connect_ip=LOOPBACK, heartbeat_timeout=heartbeat),
+             "heartbeat_timeout", repr(heartbeat))
+
+
+def test_the_heartbeat_timeout_travels_to_the_readers_in_the_handle() -> None:
+    with MessageQueue(1, 0, connect_ip=LOOPBACK, heartbeat_timeout=2.5) as w:
+        curve = w.export_handle().curve
+        assert curve is not None and curve.heartbeat_timeout_ms == 2500
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        curve = w.export_handle().curve
+        assert curve is not None and curve.heartbeat_timeout_ms == 10_000

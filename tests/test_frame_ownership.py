@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from verifiedring import ClosedError, DecodeError, MessageQueue
-from verifiedring.queue.curve import HEARTBEAT_TIMEOUT_MS
+from verifiedring.queue.curve import DEFAULT_HEARTBEAT_TIMEOUT
 from verifiedring.testing.launcher import Channel, Supervisor, Task, channel
 
 T = 20.0
 LOOPBACK = "127.0.0.1"
 N = 96
 SIZE = 256 * 1024  # far above pyzmq's zero-copy threshold; 24 MiB in all, beyond TCP buffers
+PAUSE = min(1.0, DEFAULT_HEARTBEAT_TIMEOUT / 2)  # how long the remote reader is stopped
 
 
 def payload(k: int) -> Any:
@@ -140,7 +141,7 @@ def test_close_lets_a_remote_reader_receive_everything_before_the_process_exits(
             assert _expect(wq, "sent") is None
             # the old close() returned and the process exited by now; the pause stays
             # well inside the heartbeat's bound, past which a stopped reader counts as gone
-            wq.poll(HEARTBEAT_TIMEOUT_MS / 1000 / 2)
+            wq.poll(PAUSE)
         finally:
             run.signal("reader", signal.SIGCONT)
         assert _expect(wq, "closed") is None

@@ -199,6 +199,11 @@ def stop_readers(run: Supervisor) -> None:
     run.wait(T)
 
 
+#: The heartbeat timeout of the queues whose writer a test stops: a stopped process is
+#: a dead host to its peers, named once this much silence has passed.
+STOPPED_PEER_HEARTBEAT = 1.0
+
+
 def writer_proc(n_reader: int, n_local: int, group: bool, overflow_death: bool) -> None:
     """A writer (a Supervisor task): handshake, send "first", wait for "go" on its channel;
     then (overflow_death) send a large object and die right after publishing its overflow
@@ -209,6 +214,7 @@ def writer_proc(n_reader: int, n_local: int, group: bool, overflow_death: bool) 
     kw: dict[str, Any] = {"max_chunk_bytes": 1024, "max_chunks": 2}
     if n_local < n_reader:
         kw["connect_ip"] = LOOPBACK
+        kw["heartbeat_timeout"] = STOPPED_PEER_HEARTBEAT  # a stopped writer's bound
     with MessageQueue(n_reader, n_local, **kw) as w:
         if overflow_death:
             from verifiedring.testing.faults import before_local_frame
@@ -432,6 +438,47 @@ def writer_stopped_remote() -> Obs:
             obs["first"] = r.dequeue(T)
             run.signal("writer", signal.SIGSTOP)
             obs["dequeue"] = outcome(lambda: r.dequeue(None))
+    return obs
+
+
+#: How long a remote reader is paused: three times the old (1 s) heartbeat bound.
+READER_PAUSE = 3.0
+
+
+def remote_reader_paused() -> Obs:
+    """SIGSTOP a remote reader for READER_PAUSE seconds (a GC pause, swapping, a loaded
+    host) while the writer goes on sending, then SIGCONT: with the default heartbeat
+    timeout the reader still gets every message in order and the writer is not broken."""
+    obs: Obs = {"writer_errors": []}
+    with MessageQueue(1, 0, connect_ip=LOOPBACK, max_chunk_bytes=1024) as w:
+        run = readers(w.export_handle(), [1])
+        run.start()
+        line = run.channel("rank 1")
+        w.wait_until_ready(T)
+        collect(line, lambda reps: any(r[1] == "ready" for r in reps))
+
+        def send(values: range) -> None:
+            for i in values:
+                e = error_of(lambda i=i: w.enqueue(i, timeout=T))
+                if e["error"] is not None:
+                    obs["writer_errors"].append(e)
+
+        send(range(10))
+        run.signal("rank 1", signal.SIGSTOP)
+        stopped = time.monotonic()
+        send(range(10, 20))
+        time.sleep(max(READER_PAUSE - (time.monotonic() - stopped), 0.0))  # the pause itself
+        send(range(20, 30))
+        run.signal("rank 1", signal.SIGCONT)
+        obs["paused"] = time.monotonic() - stopped
+        reports = collect(line, lambda reps: len(received(reps, 1)) >= 30 or any(
+            r[1] == "error" for r in reps))
+        send(range(30, 31))  # the writer is still whole after the pause
+        reports += collect(line, lambda reps: len(received(reps, 1)) >= 1 or any(
+            r[1] == "error" for r in reps))
+        obs["got"] = received(reports, 1)
+        obs["reader_errors"] = [r for r in reports if r[1] == "error"]
+        stop_readers(run)
     return obs
 
 

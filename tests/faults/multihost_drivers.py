@@ -142,11 +142,16 @@ def gloo_host(site: Site, ranks: list[int], world: int, writer: int) -> Obs:
 # --- a cut-off writer host, a killed remote reader -------------------------------------
 
 
+#: The heartbeat timeout of the queues whose host is cut off: a cut link is named once
+#: this much silence has passed (test_multihost.HEARTBEAT_BOUND allows for load).
+CUT_HEARTBEAT = 1.0
+
+
 def _writer_with_local_reader(site: Site, n_remote: int) -> tuple[MessageQueue, Supervisor]:
     """A writer on this host with local reader 0 (spawned, task "rank 0") and ``n_remote``
     remote ranks 1..n_remote elsewhere; the handle is published as "handle"."""
     w = MessageQueue(1 + n_remote, 1, [0], connect_ip=writer_connect_ip(), max_chunks=4,
-                     max_chunk_bytes=SMALL, remote_window=4)
+                     max_chunk_bytes=SMALL, remote_window=4, heartbeat_timeout=CUT_HEARTBEAT)
     handle = w.export_handle()
     site.put("handle", handle)
     local = readers(handle, [0])

@@ -13,6 +13,17 @@ from faults.drivers import BOUND, HOST
 Note = Callable[[str, float], None]
 
 
+def test_a_remote_reader_paused_for_seconds_does_not_break_the_queue(measured: Note) -> None:
+    """Before the heartbeat timeout was generous (1 s), the writer closed the paused
+    reader's connection: the reader lost frames and the queue broke for good."""
+    obs, run = run_case(drivers.remote_reader_paused)
+    assert obs["paused"] >= drivers.READER_PAUSE
+    assert obs["writer_errors"] == [] and obs["reader_errors"] == [], obs
+    assert obs["got"] == list(range(31))
+    measured("reader paused", obs["paused"])
+    assert run.left == ()
+
+
 @pytest.mark.parametrize("channel", ["local", "remote"])
 def test_reader_sigkill_breaks_the_waiting_writer_naming_it(channel: str, measured: Note) -> None:
     obs, run = run_case(drivers.reader_killed, channel)
@@ -90,7 +101,7 @@ def test_stopped_writer_is_named_by_heartbeats_to_a_remote_reader(measured: Note
     assert not d["hung"] and d["error"] == "BrokenPeerError", d
     assert f"the writer (pid {obs['writer_pid']} on host {HOST}) is gone" in d["message"]
     assert "heartbeat" in d["message"]
-    assert d["seconds"] < 5.0, d  # heartbeat timeout 1 s
+    assert d["seconds"] < 5.0, d  # drivers.STOPPED_PEER_HEARTBEAT (1 s), room for load
     measured("SIGSTOP -> raise", d["seconds"])
     assert run.left == ()
 

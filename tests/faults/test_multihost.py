@@ -19,7 +19,7 @@ from verifiedring.testing.multihost import MultiHost, unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[2]  # stress.queue's objects are imported on the hosts
 A, B = "vr-host-a", "vr-host-b"
-HEARTBEAT_BOUND = 5.0  # heartbeat timeout 1 s, with room for a loaded machine
+HEARTBEAT_BOUND = 5.0  # CUT_HEARTBEAT (1 s), with room for a loaded machine
 Note = Callable[[str, float], None]
 
 

@@ -29,10 +29,14 @@ import zmq.auth.thread
 #: Largest message a writer accepts on a TCP socket: a subscription (hello), an ack, or a
 #: CURVE handshake command (INITIATE carries metadata: a few hundred bytes).
 MAX_INBOUND_BYTES = 4096
-#: ZeroMQ heartbeats on the TCP connections: a peer silent for HEARTBEAT_TIMEOUT_MS
-#: is disconnected (and so named by whoever waits for it).
-HEARTBEAT_IVL_MS = 200
-HEARTBEAT_TIMEOUT_MS = 1000
+#: ZeroMQ heartbeats on the TCP connections: a peer silent for its queue's heartbeat
+#: timeout is disconnected (and so named by whoever waits for it). They only have to
+#: catch a dead host or link: a process that dies on a live host closes its TCP
+#: connections at once, and is named at once. Generous by default, so a reader paused
+#: by a GC, swapping or a loaded host for seconds does not break the queue.
+DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+#: Heartbeats per timeout: one lost or late ping does not end a connection.
+HEARTBEATS_PER_TIMEOUT = 5
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class CurveKeys:
     server_public: bytes = field(repr=False)
     client_public: bytes = field(repr=False)
     client_secret: bytes = field(repr=False)
+    #: Both ends' heartbeat timeout: a connection silent this long is closed.
+    heartbeat_timeout_ms: int = int(DEFAULT_HEARTBEAT_TIMEOUT * 1000)
 
 
 @dataclass(frozen=True)
@@ -53,13 +59,15 @@ class ServerKeys:
     domain: str
 
 
-def new_keys() -> ServerKeys:
-    """Fresh key pairs for one queue."""
+def new_keys(heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT) -> ServerKeys:
+    """Fresh key pairs for one queue, whose connections time out after
+    ``heartbeat_timeout`` seconds of silence."""
     server_public, server_secret = zmq.curve_keypair()
     client_public, client_secret = zmq.curve_keypair()
     return ServerKeys(
         server_secret,
-        CurveKeys(server_public, client_public, client_secret),
+        CurveKeys(server_public, client_public, client_secret,
+                  max(int(heartbeat_timeout * 1000), 1)),
         f"vr-{secrets.token_hex(8)}",
     )
 
@@ -101,10 +109,10 @@ class _Gate:
 GATE = _Gate()
 
 
-def _heartbeats(sock: zmq.Socket[Any]) -> None:
-    sock.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
-    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
-    sock.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
+def _heartbeats(sock: zmq.Socket[Any], timeout_ms: int) -> None:
+    sock.setsockopt(zmq.HEARTBEAT_IVL, max(timeout_ms // HEARTBEATS_PER_TIMEOUT, 1))
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
+    sock.setsockopt(zmq.HEARTBEAT_TTL, timeout_ms)
 
 
 def serve(sock: zmq.Socket[Any], keys: ServerKeys) -> None:
@@ -113,7 +121,7 @@ def serve(sock: zmq.Socket[Any], keys: ServerKeys) -> None:
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.server_secret)
     sock.setsockopt(zmq.ZAP_DOMAIN, keys.domain.encode())
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_INBOUND_BYTES)
-    _heartbeats(sock)
+    _heartbeats(sock, keys.reader.heartbeat_timeout_ms)
 
 
 def connect_as_reader(sock: zmq.Socket[Any], keys: CurveKeys) -> None:
@@ -121,4 +129,4 @@ def connect_as_reader(sock: zmq.Socket[Any], keys: CurveKeys) -> None:
     sock.setsockopt(zmq.CURVE_SERVERKEY, keys.server_public)
     sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.client_public)
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.client_secret)
-    _heartbeats(sock)
+    _heartbeats(sock, keys.heartbeat_timeout_ms)

@@ -12,7 +12,6 @@ from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_SHUTDOWN, QueueObserver
 from ..waiting import Deadline
 from . import wire
 from .credit import ack_interval
-from .curve import HEARTBEAT_TIMEOUT_MS
 from .handle import Handle
 from .reader import QueueReader
 from .sockets import ack_push, pending_frames
@@ -107,11 +106,14 @@ class RemoteReader(QueueReader):
 
     def _writer_lost(self) -> str | None:
         """Once READY came, a closed connection means the writer is gone (it died, or
-        its heartbeats stopped for HEARTBEAT_TIMEOUT_MS): PUB/SUB would lose frames."""
+        its heartbeats stopped for the queue's heartbeat timeout): PUB/SUB would lose
+        frames."""
         if pending_frames(self._monitor) is not None and self._handshaken:
             self._disconnected = True
         if self._disconnected:
-            return f"the connection to it closed; heartbeat timeout {HEARTBEAT_TIMEOUT_MS} ms"
+            curve = self._handle.curve
+            bound = "" if curve is None else f"; heartbeat timeout {curve.heartbeat_timeout_ms} ms"
+            return f"the connection to it closed{bound}"
         return None
 
     def _release(self) -> None:

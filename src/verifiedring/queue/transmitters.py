@@ -31,7 +31,7 @@ from ..steps import (
 from ..waiting import Deadline
 from . import wire
 from .credit import RemoteCredit
-from .curve import GATE, new_keys
+from .curve import DEFAULT_HEARTBEAT_TIMEOUT, GATE, new_keys
 from .flavors.overflow import FrameSender
 from .flavors.run.writer import RunSender
 from .sockets import LocalEndpoint, ack_pull, hwm_for_window, remote_xpub, send_frames
@@ -49,10 +49,13 @@ DEFAULT_LINGER = 5.0
 @dataclass(frozen=True)
 class RemoteOptions:
     """The remote channel: at most ``window`` messages un-acknowledged per remote
-    reader (:mod:`.credit`); ``close()`` lets frames drain for ``linger`` seconds."""
+    reader (:mod:`.credit`); ``close()`` lets frames drain for ``linger`` seconds; a
+    connection silent for ``heartbeat_timeout`` seconds (a dead host or link) is
+    closed, and its peer named."""
 
     window: int = DEFAULT_REMOTE_WINDOW
     linger: float = DEFAULT_LINGER
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
 
     def __post_init__(self) -> None:
         require_int("remote_window", self.window)
@@ -61,16 +64,22 @@ class RemoteOptions:
                 f"remote_window must be at most {MAX_REMOTE_WINDOW} (ZeroMQ's high-water "
                 f"mark of twice the window must fit its int), got {self.window!r}"
             )
-        linger = self.linger
-        if (isinstance(linger, bool) or not isinstance(linger, numbers.Real)
-                or not 0 <= linger < math.inf):
-            raise MisuseError(
-                f"linger must be a finite number of seconds >= 0, got {linger!r}"
-            )
+        _check_seconds("linger", self.linger, 0.0)
+        _check_seconds("heartbeat_timeout", self.heartbeat_timeout, MIN_HEARTBEAT_TIMEOUT)
 
     @property
     def linger_ms(self) -> int:
         return int(self.linger * 1000)
+
+
+#: The shortest heartbeat timeout: a few round trips of a loaded host.
+MIN_HEARTBEAT_TIMEOUT = 0.1
+
+
+def _check_seconds(name: str, value: object, least: float) -> None:
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not least <= float(value) < math.inf):
+        raise MisuseError(f"{name} must be a finite number of seconds >= {least}, got {value!r}")
 
 
 class LocalTransmitter:
@@ -172,7 +181,7 @@ class RemoteTransmitter:
     def __init__(
         self, ctx: zmq.Context[Any], ip: str, options: RemoteOptions, who: str
     ) -> None:
-        self.keys = keys = new_keys()
+        self.keys = keys = new_keys(float(options.heartbeat_timeout))
         GATE.admit(ctx, keys)
         try:
             self.socket, self.address = remote_xpub(

@@ -25,6 +25,7 @@ from ..steps import (
 )
 from ..waiting import FOREVER, Deadline
 from . import wire
+from .curve import DEFAULT_HEARTBEAT_TIMEOUT
 from .flavors.arena import ArenaOptions
 from .flavors.run.writer import RunSender
 from .handle import check_counts
@@ -79,6 +80,7 @@ class QueueWriter(WriterEnd):
         *,
         remote_window: int = DEFAULT_REMOTE_WINDOW,
         linger: float = DEFAULT_LINGER,
+        heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT,
         observer: QueueObserver | None = None,
         arena_slots: int = ArenaOptions.slots,
         arena_slot_bytes: int = ArenaOptions.slot_bytes,
@@ -99,7 +101,7 @@ class QueueWriter(WriterEnd):
             connect_ip = writer_connect_ip()  # as vLLM: this host's address (VLLM_HOST_IP, ...)
         if n_remote:
             bind_address(connect_ip or "")  # refuses wildcard addresses before any resource
-        remote = RemoteOptions(remote_window, linger)
+        remote = RemoteOptions(remote_window, linger, heartbeat_timeout)
         layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
         wire.check_chunk_bytes(max_chunk_bytes)
         if n_local_reader:
