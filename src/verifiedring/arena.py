@@ -57,6 +57,16 @@ _ALIGN = 4096  # the first slot's offset
 _SLOT_ALIGN = 64  # every slot's offset: any dtype's alignment
 
 
+def qualifies(t: Any, min_bytes: int) -> bool:
+    """Whether tensor ``t`` may go into the arena: on the CPU, strided, contiguous,
+    not requiring grad, of at least ``min_bytes`` bytes (the slot size is checked
+    at the claim)."""
+    import torch
+
+    return (t.device.type == "cpu" and t.layout == torch.strided and not t.requires_grad
+            and t.is_contiguous() and t.numel() * t.element_size() >= min_bytes)
+
+
 @dataclass(frozen=True)
 class ArenaHandle:
     """What a local reader needs to attach to the arena (picklable)."""
@@ -91,6 +101,8 @@ class _Arena:
         self.segment = segment
         self._meta = handle.meta_bytes
         self._owes = _META.size
+        #: The engine-shaped object over this arena, if one was made (compat sets it).
+        self.facade: Any = None
 
     def owes(self, slot: int) -> memoryview:
         start = slot * self._meta + self._owes
@@ -138,17 +150,31 @@ class ArenaWriter(_Arena):
             owes.release()
 
     def put(self, t: Any) -> tuple[Any, tuple[Any, ...]] | None:
-        """The reduction of contiguous CPU tensor ``t`` copied into a free slot, or
-        ``None`` (too small or too large, or no free slot: the caller falls back)."""
+        """The reduction of ``t`` copied into a free slot if it :func:`qualifies` for
+        the arena (from :data:`ARENA_MIN_BYTES`), or ``None`` (the caller falls back)."""
+        if not qualifies(t, ARENA_MIN_BYTES):
+            return None
+        claimed = self.claim(t)
+        if claimed is None:
+            return None
+        slot, gen = claimed
+        dtype = str(t.dtype).removeprefix("torch.")
+        nbytes = t.numel() * t.element_size()
+        return _rebuild_arena, (self.handle.name, slot, gen, self.offset(slot), nbytes, dtype,
+                                tuple(t.shape))
+
+    def claim(self, t: Any) -> tuple[int, int] | None:
+        """Copy CPU tensor ``t``'s bytes into a free slot: ``(slot, gen)``, or ``None``
+        (larger than a slot, no aliasing byte view, or no free slot)."""
         import numpy as np
         import torch
 
         nbytes = t.numel() * t.element_size()
         h = self.handle
-        if nbytes < ARENA_MIN_BYTES or nbytes > h.slot_bytes:
+        if nbytes > h.slot_bytes:
             return None
         try:
-            src = t.reshape(-1).view(torch.uint8).numpy()
+            src = t.detach().reshape(-1).view(torch.uint8).numpy()
         except RuntimeError:
             return None
         seq = self._next_seq()
@@ -168,14 +194,12 @@ class ArenaWriter(_Arena):
             owes[:] = b"\x01" * h.n_reader
         self._claimed.append(slot)
         self._next_slot = (slot + 1) % h.n_slots
-        off = self.offset(slot)
-        dst = np.frombuffer(self.segment.buf, np.uint8, nbytes, off)
+        dst = np.frombuffer(self.segment.buf, np.uint8, nbytes, self.offset(slot))
         # spec: ArenaCopy -- the tensor's bytes into the slot: the one copy
         np.copyto(dst, src)
         del dst
         self.copies += 1
-        dtype = str(t.dtype).removeprefix("torch.")
-        return _rebuild_arena, (h.name, slot, self._gen, off, nbytes, dtype, tuple(t.shape))
+        return slot, self._gen
 
     def unlink(self) -> None:
         """Remove the segment's name (every reader has attached)."""
@@ -186,17 +210,33 @@ class ArenaWriter(_Arena):
         self.segment.unlink()
 
 
+#: Called with each :class:`ArenaReader` that announces itself (see :func:`use_attach_hook`).
+_attach_hook: Callable[[ArenaReader], None] | None = None
+
+
+def use_attach_hook(hook: Callable[[ArenaReader], None] | None) -> None:
+    """Call ``hook`` with every arena reader a queue attaches from now on (compat:
+    vLLM's registry of reader arenas); ``None``: no call."""
+    global _attach_hook
+    _attach_hook = hook
+
+
 _current = threading.local()  # .reader: the arena reader whose dequeue runs in this thread
 
 
 class ArenaReader(_Arena):
     """Local reader ``index``'s side: stubs become views; views' deaths release."""
 
-    def __init__(self, handle: ArenaHandle, index: int) -> None:
+    def __init__(self, handle: ArenaHandle, index: int, announce: bool = True) -> None:
+        """Attach as local reader ``index``; ``announce``: pass this reader to the
+        hook of :func:`use_attach_hook` (a queue's readers do)."""
         super().__init__(handle, SharedSegment.attach(handle.name, handle.total_bytes))
         self.index = index
         self._viewed: dict[int, int] = {}  # slot -> gen of the live view
         self._closed = False
+        hook = _attach_hook
+        if announce and hook is not None:
+            hook(self)
 
     def begin(self, consumed_below: int) -> None:
         """Before a dequeue: stubs decode against this reader; slots of consumed
@@ -244,6 +284,13 @@ class ArenaReader(_Arena):
         with self.owes(slot) as owes:
             # spec: ArenaRelease -- the view's storage was freed
             owes[self.index] = 0
+
+    def release_view(self, slot: int) -> None:
+        """Release ``slot`` now, its view alive or not: the caller vouches that
+        nothing reads the view any more (vLLM's contract: until the next flush)."""
+        gen = self._viewed.get(slot)
+        if gen is not None:
+            self._view_died(slot, gen)
 
     @property
     def viewed(self) -> dict[int, int]:
