@@ -19,8 +19,11 @@ in a container is pickled in band (one extra copy on the writer).
 
 **CPU tensors.** Once ``torch`` has been imported by the application (this
 module never imports it: it looks in ``sys.modules``), every ``torch.Tensor``
-(exact type) on the CPU, strided, not requiring grad, travels as
-``_rebuild_tensor(buffer, dtype, shape)`` over one protocol-5 buffer of its
+goes through :func:`reduce_tensor`, the one rule (vLLM's ``_reduce_tensor``, which
+:mod:`verifiedring.compat.vllm` re-exports; after its ``install()`` the queue calls
+that module's name at each tensor, see :func:`use_tensor_reducer`): one of exact
+type on the CPU, strided, not requiring grad, travels as
+``rebuild_tensor(buffer, shape, dtype)`` over one protocol-5 buffer of its
 bytes: out of band from ``oob_threshold`` bytes, in band below. A contiguous
 tensor's buffer is its own memory (no copy); a non-contiguous one is made
 contiguous first (``Tensor.contiguous``: the one extra copy, on the writer).
@@ -40,9 +43,10 @@ Serializer, reused (``clear_memo``), writing to a sink whose ``write`` is
 ``pickle.dumps`` path is unchanged (one ``sys.modules`` lookup).
 
 **The tensor arena** (writer ``enable_shm_tensor_arena=True``, see
-:mod:`verifiedring.arena`): a contiguous CPU tensor of at least
-``ARENA_MIN_BYTES`` is copied once into a free arena slot and pickled as a
-stub; with no free slot it takes the path above (the writer never waits).
+:mod:`verifiedring.arena`): a tensor that ``arena.qualifies`` (contiguous CPU,
+at least ``ARENA_MIN_BYTES``) is copied once into a free arena slot and pickled
+as a stub, before the rule above is called; with no free slot it takes the
+path above (the writer never waits).
 
 A failure to pickle raises :class:`MisuseError` naming the type, before
 anything is published (arena slots it claimed are reclaimed by the next
@@ -218,10 +222,11 @@ class Serializer:
     def _tensor_pickler(self, torch: Any) -> pickle.Pickler:
         """The reused Pickler whose private dispatch table routes ``torch.Tensor``."""
         pickler = self._pickler
-        if pickler is None or self._table_key() != self._n_global_reducers:
+        key = self._table_key()
+        if pickler is None or key != self._n_global_reducers:
             pickler = self._new_pickler(_Sink(self._parts), torch)
             self._pickler = pickler
-            self._n_global_reducers = self._table_key()
+            self._n_global_reducers = key
         return pickler
 
     def _pickler_into(self, spill: Spill) -> pickle.Pickler:
