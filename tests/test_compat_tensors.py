@@ -293,3 +293,16 @@ def test_the_queue_arena_speaks_vllms_names() -> None:
         w.close()
     finally:
         shim.uninstall()
+
+
+def test_two_views_of_one_slot_keep_it_owed_until_both_are_gone() -> None:
+    writer, (reader,) = arena(1, n_slots=1)
+    t = torch.arange(32, dtype=torch.int32)
+    idx = writer.write_tensor(t)
+    first = view(reader, idx, t)
+    second = reader.get_tensor(idx, 64, torch.int16, (32,))  # the first half, other dtype
+    assert second.view(torch.int32).tolist() == list(range(16))
+    del first
+    assert (reader._pending_release, writer.write_tensor(t)) == ([idx], None)
+    del second
+    assert (reader._pending_release, writer.write_tensor(t)) == ([], idx)

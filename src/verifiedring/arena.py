@@ -8,8 +8,9 @@ and the claim that filled it) and one *owes* byte per local reader (1: that
 reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
 ``# spec:`` comments name its actions.
 
-* Writer (:class:`ArenaWriter`, inside ``Serializer.dumps``): a contiguous
-  CPU tensor of at least :data:`ARENA_MIN_BYTES` claims a slot whose owes
+* Writer (:class:`ArenaWriter`, inside ``Serializer.dumps``): a tensor that
+  :func:`qualifies` (contiguous, CPU, at least :data:`ARENA_MIN_BYTES`) claims
+  (:meth:`ArenaWriter.claim`) a slot whose owes
   bytes are all 0 -- or one claimed for a message that was never published
   (``seq`` >= the next sequence number: its pickling or its ring wait
   failed), stores ``seq``, ``gen`` and every owes byte = 1, copies the tensor
@@ -18,9 +19,11 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   out-of-band path; the writer never waits for a reader.
 * Reader (:class:`ArenaReader`): the stub becomes a tensor over the slot's
   memory (``torch.from_numpy`` of a numpy array over the mapping: no copy).
-  The tensor's storage holds that array; when the storage is freed (the last
+  The tensor's storage holds that array (every tensor this reader rebuilds from
+  one claim holds the same one); when the last storage is freed (the last
   tensor or view of it is gone) a finalizer stores the reader's owes byte =
-  0. At the start of each dequeue, and at close, the reader also clears the
+  0 -- or earlier, at :meth:`ArenaReader.release_view`, on the caller's word
+  that nothing reads the view any more (vLLM's ``flush_releases``). At the start of each dequeue, and at close, the reader also clears the
   byte of every slot it does not view whose message it has consumed (one
   that failed to decode) -- at close, of every slot it does not view.
 * Memory order: the ring publishes the message after the writer's stores
@@ -29,6 +32,8 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   it) and follows the writer's loads that found a slot free (before its
   stores). The writer unlinks the segment's name once every reader has
   attached, as the ring's.
+* A queue's reader announces itself to the hook of :func:`use_attach_hook`
+  (compat: vLLM's registry of reader arenas).
 
 A reader that closes while it still views slots keeps the mapping until the
 last view is gone (the views pin it). Sizes: the pages are reserved at
@@ -233,6 +238,8 @@ class ArenaReader(_Arena):
         super().__init__(handle, SharedSegment.attach(handle.name, handle.total_bytes))
         self.index = index
         self._viewed: dict[int, int] = {}  # slot -> gen of the live view
+        # slot -> (gen, the array every view of that claim holds): one finalizer per claim
+        self._bases: dict[int, tuple[int, weakref.ref[Any]]] = {}
         self._closed = False
         hook = _attach_hook
         if announce and hook is not None:
@@ -271,9 +278,14 @@ class ArenaReader(_Arena):
             raise ValueError(f"arena {h.name!r} slot {slot} holds claim {found} (message seq "
                              f"{seq}), the stub expects claim {gen}: the slot was reused")
         # spec: ArenaRebuild -- a view over the slot; its storage owns the numpy array
-        holder = np.frombuffer(self.segment.buf, np.uint8, nbytes, offset)
-        self._viewed[slot] = gen
-        weakref.finalize(holder, self._view_died, slot, gen)
+        base = self._bases.get(slot)
+        whole = base[1]() if base is not None and base[0] == gen else None
+        if whole is None or self._viewed.get(slot) != gen:
+            whole = np.frombuffer(self.segment.buf, np.uint8, h.slot_bytes, offset)
+            self._bases[slot] = (gen, weakref.ref(whole))
+            self._viewed[slot] = gen
+            weakref.finalize(whole, self._view_died, slot, gen)
+        holder = whole[:nbytes]  # holds ``whole``: the slot is released once every view is gone
         return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
 
     def _view_died(self, slot: int, gen: int) -> None:
