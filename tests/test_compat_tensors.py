@@ -306,3 +306,27 @@ def test_two_views_of_one_slot_keep_it_owed_until_both_are_gone() -> None:
     assert (reader._pending_release, writer.write_tensor(t)) == ([idx], None)
     del second
     assert (reader._pending_release, writer.write_tensor(t)) == ([], idx)
+
+
+def test_the_arena_facades_do_not_keep_a_dropped_queues_arenas_alive() -> None:
+    import weakref
+
+    from verifiedring.testing.faults import arena_of
+
+    gc.collect()
+    gc.disable()  # what is freed must be freed by reference counting, as with mq = None
+    try:
+        w: Any = MessageQueue(1, 1, enable_shm_tensor_arena=True)
+        r: Any = MessageQueue.create_from_handle(w.export_handle(), 0)
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        facades = [w.tensor_arena, r.tensor_arena]
+        name = facades[0].shared_memory.name
+        arenas = [weakref.ref(arena_of(w)), weakref.ref(arena_of(r))]
+        assert shim._TENSOR_ARENAS.get(name) is facades[1]
+        w = r = None
+        assert [a() for a in arenas] == [None, None]
+        del facades
+        assert name not in shim._TENSOR_ARENAS
+    finally:
+        gc.enable()

@@ -23,9 +23,10 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   one claim holds the same one); when the last storage is freed (the last
   tensor or view of it is gone) a finalizer stores the reader's owes byte =
   0 -- or earlier, at :meth:`ArenaReader.release_view`, on the caller's word
-  that nothing reads the view any more (vLLM's ``flush_releases``). At the start of each dequeue, and at close, the reader also clears the
-  byte of every slot it does not view whose message it has consumed (one
-  that failed to decode) -- at close, of every slot it does not view.
+  that nothing reads the view any more (vLLM's ``flush_releases``). At the
+  start of each dequeue, and at close, the reader also clears the byte of
+  every slot it does not view whose message it has consumed (one that failed
+  to decode) -- at close, of every slot it does not view.
 * Memory order: the ring publishes the message after the writer's stores
   above and the reader loads the slot after taking it (the ring's fences
   order them); a fence precedes each release store (the view's loads before

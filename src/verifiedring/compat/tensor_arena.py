@@ -60,7 +60,9 @@ class ShmTensorArena:
                                  f"one of the {n_reader} readers")
             _over = ArenaReader(ArenaHandle(name, n_reader, n_slots, slot_bytes), reader_rank,
                                 announce=False)
-        self._arena: ArenaWriter | ArenaReader = _over
+        arena: ArenaWriter | ArenaReader = _over
+        # owned: held here; a queue's: weakly (the arena holds its facade, no cycle)
+        self._ref: Any = (lambda: arena) if self._owned else weakref.ref(arena)
         h = _over.handle
         self.n_reader, self.slot_bytes, self.n_slots = h.n_reader, h.slot_bytes, h.n_slots
         self.reader_rank = _over.index if isinstance(_over, ArenaReader) else -1
@@ -70,6 +72,14 @@ class ShmTensorArena:
         self._deferred_releases: list[tuple[Any, list[int]]] = []
         if not self._owned:
             _over.facade = self
+
+    @property
+    def _arena(self) -> ArenaWriter | ArenaReader:
+        arena: ArenaWriter | ArenaReader | None = self._ref()
+        if arena is None:
+            raise ValueError(f"ShmTensorArena (reader_rank {self.reader_rank}): the queue "
+                             "whose arena this was is gone")
+        return arena
 
     @property
     def shared_memory(self) -> SharedSegment:
@@ -141,9 +151,9 @@ class ShmTensorArena:
         self._pin_attempted = True
 
     def __del__(self) -> None:
-        arena = getattr(self, "_arena", None)
-        if arena is None or not self._owned:
-            return
+        if not getattr(self, "_owned", False) or not hasattr(self, "_ref"):
+            return  # a queue's arena, or __init__ raised
+        arena = self._arena
         if isinstance(arena, ArenaWriter):
             arena.unlink()
         with contextlib.suppress(BufferError):  # a view of _slot still alive
