@@ -88,8 +88,11 @@ def test_tensors_it_cannot_alias_take_torchs_reduction_and_round_trip(make: Any)
                        t.detach().resolve_conj().resolve_neg())
 
 
-def test_a_tensor_on_another_device_takes_torchs_reduction() -> None:
-    t = torch.ones(3, device="meta")
+@pytest.mark.parametrize("device", ["meta", "cuda"])
+def test_a_tensor_on_another_device_takes_torchs_reduction(device: str) -> None:
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    t = torch.ones(3, device=device)
     assert shim._reduce_tensor(t)[0] is t.__reduce_ex__(pickle.HIGHEST_PROTOCOL)[0]
 
 
