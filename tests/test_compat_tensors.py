@@ -333,3 +333,22 @@ def test_the_arena_facades_do_not_keep_a_dropped_queues_arenas_alive() -> None:
         assert name not in shim._TENSOR_ARENAS
     finally:
         gc.enable()
+
+
+def test_a_tensor_from_a_ring_chunk_outlives_the_chunks_reuse_and_is_writable() -> None:
+    w = MessageQueue(1, 1, max_chunk_bytes=4 * MIB, max_chunks=2)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    try:
+        w.enqueue({"t": torch.full((MIB // 2,), 1.0)}, timeout=T)  # 2 MiB, out of band
+        got = r.dequeue(T)["t"]
+        for i in range(4):  # every chunk reused twice
+            w.enqueue({"t": torch.full((MIB // 2,), float(i + 2))}, timeout=T)
+            assert torch.equal(r.dequeue(T)["t"], torch.full((MIB // 2,), float(i + 2)))
+        assert torch.equal(got, torch.full((MIB // 2,), 1.0))
+        got += 1.0
+        assert torch.equal(got, torch.full((MIB // 2,), 2.0))
+    finally:
+        r.close()
+        w.close()
