@@ -15,7 +15,10 @@ makes the queue read the names engines' tests patch, at call time:
 * ``VLLM_RINGBUFFER_WARNING_INTERVAL`` (``SGLANG_RINGBUFFER_WARNING_INTERVAL``
   after ``install("sglang")``): the stall-log interval of each end built later;
 * ``shutil`` (``shutil.disk_usage``) and ``check_cgroup_memory_available``: the
-  room check before every segment is made (:func:`check_shm_free_space`).
+  room check before every segment is made (:func:`check_shm_free_space`);
+* ``_reduce_tensor`` (the queue's one tensor rule, re-exported): what ``enqueue``
+  calls for each tensor the arena declines. Its reader arenas enter
+  ``_TENSOR_ARENAS`` as they attach (vLLM's arena names: :mod:`.tensor_arena`).
 
 Importing this module adds vLLM's queue attributes (:mod:`.attributes`) and the
 static ``MessageQueue.recv``. The differences from vLLM's behaviour are in the
@@ -32,7 +35,6 @@ import sys
 from types import ModuleType
 from typing import Any
 
-# --- tensors: vLLM's reduce/rebuild names (the queue's one rule) and its arena ---
 from .. import arena as _arena_module
 from ..cgroup import check_cgroup_memory_available
 from ..errors import MisuseError, RingTimeoutError, SharedMemoryFullError
@@ -63,7 +65,6 @@ __all__ = [
     "SGLANG_RINGBUFFER_WARNING_INTERVAL",
     "SHM_PATH",
     "VLLM_RINGBUFFER_WARNING_INTERVAL",
-    # tensors
     "_ARENA_MIN_BYTES",
     "_TENSOR_ARENAS",
     "Handle",
