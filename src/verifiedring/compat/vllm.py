@@ -17,7 +17,7 @@ makes the queue read the names engines' tests patch, at call time:
 * ``shutil`` (``shutil.disk_usage``) and ``check_cgroup_memory_available``: the
   room check before every segment is made (:func:`check_shm_free_space`);
 * ``_reduce_tensor`` (the queue's one tensor rule, re-exported): what ``enqueue``
-  calls for each tensor the arena declines. Its reader arenas enter
+  calls for each tensor the arena declines. Queue readers' arenas enter
   ``_TENSOR_ARENAS`` as they attach (vLLM's arena names: :mod:`.tensor_arena`).
 
 Importing this module adds vLLM's queue attributes (:mod:`.attributes`) and the
