@@ -125,7 +125,6 @@ def test_a_timeout_beyond_any_clock_waits_without_a_deadline(timeout: Any) -> No
             r.close()
 
 
-
 @pytest.mark.parametrize("heartbeat", [0, 0.05, -1, "10", math.nan, math.inf], ids=repr)
 def test_a_heartbeat_timeout_below_a_tenth_of_a_second_or_no_number_is_refused(
     heartbeat: Any,

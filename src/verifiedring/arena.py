@@ -8,8 +8,9 @@ and the claim that filled it) and one *owes* byte per local reader (1: that
 reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
 ``# spec:`` comments name its actions.
 
-* Writer (:class:`ArenaWriter`, inside ``Serializer.dumps``): a contiguous
-  CPU tensor of at least :data:`ARENA_MIN_BYTES` claims a slot whose owes
+* Writer (:class:`ArenaWriter`, inside ``Serializer.dumps``): a tensor that
+  :func:`qualifies` (contiguous, CPU, at least :data:`ARENA_MIN_BYTES`) claims
+  (:meth:`ArenaWriter.claim`) a slot whose owes
   bytes are all 0 -- or one claimed for a message that was never published
   (``seq`` >= the next sequence number: its pickling or its ring wait
   failed), stores ``seq``, ``gen`` and every owes byte = 1, copies the tensor
@@ -18,17 +19,22 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   out-of-band path; the writer never waits for a reader.
 * Reader (:class:`ArenaReader`): the stub becomes a tensor over the slot's
   memory (``torch.from_numpy`` of a numpy array over the mapping: no copy).
-  The tensor's storage holds that array; when the storage is freed (the last
+  The tensor's storage holds that array (every tensor this reader rebuilds from
+  one claim holds the same one); when the last storage is freed (the last
   tensor or view of it is gone) a finalizer stores the reader's owes byte =
-  0. At the start of each dequeue, and at close, the reader also clears the
-  byte of every slot it does not view whose message it has consumed (one
-  that failed to decode) -- at close, of every slot it does not view.
+  0 -- or earlier, at :meth:`ArenaReader.release_view`, on the caller's word
+  that nothing reads the view any more (vLLM's ``flush_releases``). At the
+  start of each dequeue, and at close, the reader also clears the byte of
+  every slot it does not view whose message it has consumed (one that failed
+  to decode) -- at close, of every slot it does not view.
 * Memory order: the ring publishes the message after the writer's stores
   above and the reader loads the slot after taking it (the ring's fences
   order them); a fence precedes each release store (the view's loads before
   it) and follows the writer's loads that found a slot free (before its
   stores). The writer unlinks the segment's name once every reader has
   attached, as the ring's.
+* A queue's reader announces itself to the hook of :func:`use_attach_hook`
+  (compat: vLLM's registry of reader arenas).
 
 A reader that closes while it still views slots keeps the mapping until the
 last view is gone (the views pin it). Sizes: the pages are reserved at
@@ -55,6 +61,16 @@ DEFAULT_SLOT_BYTES = 128 * 1024 * 1024
 _META = struct.Struct("<QQ")  # seq, gen; then one owes byte per reader
 _ALIGN = 4096  # the first slot's offset
 _SLOT_ALIGN = 64  # every slot's offset: any dtype's alignment
+
+
+def qualifies(t: Any, min_bytes: int) -> bool:
+    """Whether tensor ``t`` may go into the arena: on the CPU, strided, contiguous,
+    not requiring grad, of at least ``min_bytes`` bytes (the slot size is checked
+    at the claim)."""
+    import torch
+
+    return (t.device.type == "cpu" and t.layout == torch.strided and not t.requires_grad
+            and t.is_contiguous() and t.numel() * t.element_size() >= min_bytes)
 
 
 @dataclass(frozen=True)
@@ -91,6 +107,8 @@ class _Arena:
         self.segment = segment
         self._meta = handle.meta_bytes
         self._owes = _META.size
+        #: The engine-shaped object over this arena, if one was made (compat sets it).
+        self.facade: Any = None
 
     def owes(self, slot: int) -> memoryview:
         start = slot * self._meta + self._owes
@@ -138,17 +156,31 @@ class ArenaWriter(_Arena):
             owes.release()
 
     def put(self, t: Any) -> tuple[Any, tuple[Any, ...]] | None:
-        """The reduction of contiguous CPU tensor ``t`` copied into a free slot, or
-        ``None`` (too small or too large, or no free slot: the caller falls back)."""
+        """The reduction of ``t`` copied into a free slot if it :func:`qualifies` for
+        the arena (from :data:`ARENA_MIN_BYTES`), or ``None`` (the caller falls back)."""
+        if not qualifies(t, ARENA_MIN_BYTES):
+            return None
+        claimed = self.claim(t)
+        if claimed is None:
+            return None
+        slot, gen = claimed
+        dtype = str(t.dtype).removeprefix("torch.")
+        nbytes = t.numel() * t.element_size()
+        return _rebuild_arena, (self.handle.name, slot, gen, self.offset(slot), nbytes, dtype,
+                                tuple(t.shape))
+
+    def claim(self, t: Any) -> tuple[int, int] | None:
+        """Copy CPU tensor ``t``'s bytes into a free slot: ``(slot, gen)``, or ``None``
+        (larger than a slot, no aliasing byte view, or no free slot)."""
         import numpy as np
         import torch
 
         nbytes = t.numel() * t.element_size()
         h = self.handle
-        if nbytes < ARENA_MIN_BYTES or nbytes > h.slot_bytes:
+        if nbytes > h.slot_bytes:
             return None
         try:
-            src = t.reshape(-1).view(torch.uint8).numpy()
+            src = t.detach().reshape(-1).view(torch.uint8).numpy()
         except RuntimeError:
             return None
         seq = self._next_seq()
@@ -168,14 +200,12 @@ class ArenaWriter(_Arena):
             owes[:] = b"\x01" * h.n_reader
         self._claimed.append(slot)
         self._next_slot = (slot + 1) % h.n_slots
-        off = self.offset(slot)
-        dst = np.frombuffer(self.segment.buf, np.uint8, nbytes, off)
+        dst = np.frombuffer(self.segment.buf, np.uint8, nbytes, self.offset(slot))
         # spec: ArenaCopy -- the tensor's bytes into the slot: the one copy
         np.copyto(dst, src)
         del dst
         self.copies += 1
-        dtype = str(t.dtype).removeprefix("torch.")
-        return _rebuild_arena, (h.name, slot, self._gen, off, nbytes, dtype, tuple(t.shape))
+        return slot, self._gen
 
     def unlink(self) -> None:
         """Remove the segment's name (every reader has attached)."""
@@ -186,17 +216,35 @@ class ArenaWriter(_Arena):
         self.segment.unlink()
 
 
+#: Called with each :class:`ArenaReader` that announces itself (see :func:`use_attach_hook`).
+_attach_hook: Callable[[ArenaReader], None] | None = None
+
+
+def use_attach_hook(hook: Callable[[ArenaReader], None] | None) -> None:
+    """Call ``hook`` with every arena reader a queue attaches from now on (compat:
+    vLLM's registry of reader arenas); ``None``: no call."""
+    global _attach_hook
+    _attach_hook = hook
+
+
 _current = threading.local()  # .reader: the arena reader whose dequeue runs in this thread
 
 
 class ArenaReader(_Arena):
     """Local reader ``index``'s side: stubs become views; views' deaths release."""
 
-    def __init__(self, handle: ArenaHandle, index: int) -> None:
+    def __init__(self, handle: ArenaHandle, index: int, announce: bool = True) -> None:
+        """Attach as local reader ``index``; ``announce``: pass this reader to the
+        hook of :func:`use_attach_hook` (a queue's readers do)."""
         super().__init__(handle, SharedSegment.attach(handle.name, handle.total_bytes))
         self.index = index
         self._viewed: dict[int, int] = {}  # slot -> gen of the live view
+        # slot -> (gen, the array every view of that claim holds): one finalizer per claim
+        self._bases: dict[int, tuple[int, weakref.ref[Any]]] = {}
         self._closed = False
+        hook = _attach_hook
+        if announce and hook is not None:
+            hook(self)
 
     def begin(self, consumed_below: int) -> None:
         """Before a dequeue: stubs decode against this reader; slots of consumed
@@ -231,9 +279,14 @@ class ArenaReader(_Arena):
             raise ValueError(f"arena {h.name!r} slot {slot} holds claim {found} (message seq "
                              f"{seq}), the stub expects claim {gen}: the slot was reused")
         # spec: ArenaRebuild -- a view over the slot; its storage owns the numpy array
-        holder = np.frombuffer(self.segment.buf, np.uint8, nbytes, offset)
-        self._viewed[slot] = gen
-        weakref.finalize(holder, self._view_died, slot, gen)
+        base = self._bases.get(slot)
+        whole = base[1]() if base is not None and base[0] == gen else None
+        if whole is None or self._viewed.get(slot) != gen:
+            whole = np.frombuffer(self.segment.buf, np.uint8, h.slot_bytes, offset)
+            self._bases[slot] = (gen, weakref.ref(whole))
+            self._viewed[slot] = gen
+            weakref.finalize(whole, self._view_died, slot, gen)
+        holder = whole[:nbytes]  # holds ``whole``: the slot is released once every view is gone
         return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
 
     def _view_died(self, slot: int, gen: int) -> None:
@@ -244,6 +297,13 @@ class ArenaReader(_Arena):
         with self.owes(slot) as owes:
             # spec: ArenaRelease -- the view's storage was freed
             owes[self.index] = 0
+
+    def release_view(self, slot: int) -> None:
+        """Release ``slot`` now, its view alive or not: the caller vouches that
+        nothing reads the view any more (vLLM's contract: until the next flush)."""
+        gen = self._viewed.get(slot)
+        if gen is not None:
+            self._view_died(slot, gen)
 
     @property
     def viewed(self) -> dict[int, int]:

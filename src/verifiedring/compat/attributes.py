@@ -23,7 +23,8 @@ attribute                   value (vLLM's meaning)
                             (its read flag); otherwise ``-1``
 ``local_socket``            the local ipc XPUB (writer) / SUB (local reader)
 ``remote_socket``           the TCP XPUB (writer) / SUB (remote reader)
-``tensor_arena``            the writer's arena / a local reader's view of it
+``tensor_arena``            the writer's / a local reader's tensor arena as a
+                            ``ShmTensorArena`` (:mod:`.tensor_arena`)
 ==========================  =================================================
 
 ``ShmRingBuffer.get_metadata(idx)`` / ``get_data(idx)`` are context managers
@@ -43,6 +44,7 @@ from ..queue.message_queue import MessageQueue
 from ..queue.remote_reader import RemoteReader
 from ..queue.writer import QueueWriter
 from ..ring import ShmRingBuffer
+from .tensor_arena import facade_of
 
 __all__ = ["add_vllm_attributes"]
 
@@ -76,14 +78,14 @@ _PER_ROLE: dict[type, dict[str, Callable[[Any], Any]]] = {
         "current_idx": _writer_local(lambda t: t.cursor.index, -1),
         "local_socket": _writer_local(lambda t: t.frames.endpoint.socket, None),
         "remote_socket": lambda w: None if w._remote is None else w._remote.socket,
-        "tensor_arena": _writer_local(lambda t: t.arena, None),
+        "tensor_arena": _writer_local(lambda t: facade_of(t.arena), None),
     },
     LocalReader: {
         "buffer": lambda r: r._ring,
         "current_idx": lambda r: r._cursor.index,
         "local_reader_rank": lambda r: r.local_reader_ranks.index(r.rank),
         "local_socket": lambda r: r._sock,
-        "tensor_arena": lambda r: r._arena,
+        "tensor_arena": lambda r: facade_of(r._arena),
     },
     RemoteReader: {"remote_socket": lambda r: r._sock},
 }

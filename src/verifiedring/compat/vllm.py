@@ -15,7 +15,10 @@ makes the queue read the names engines' tests patch, at call time:
 * ``VLLM_RINGBUFFER_WARNING_INTERVAL`` (``SGLANG_RINGBUFFER_WARNING_INTERVAL``
   after ``install("sglang")``): the stall-log interval of each end built later;
 * ``shutil`` (``shutil.disk_usage``) and ``check_cgroup_memory_available``: the
-  room check before every segment is made (:func:`check_shm_free_space`).
+  room check before every segment is made (:func:`check_shm_free_space`);
+* ``_reduce_tensor`` (the queue's one tensor rule, re-exported): what ``enqueue``
+  calls for each tensor the arena declines. Queue readers' arenas enter
+  ``_TENSOR_ARENAS`` as they attach (vLLM's arena names: :mod:`.tensor_arena`).
 
 Importing this module adds vLLM's queue attributes (:mod:`.attributes`) and the
 static ``MessageQueue.recv``. The differences from vLLM's behaviour are in the
@@ -32,15 +35,21 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from .. import arena as _arena_module
 from ..cgroup import check_cgroup_memory_available
 from ..errors import MisuseError, RingTimeoutError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
 from ..queue import Handle, MessageQueue
 from ..queue import message_queue as _queue_module
+from ..queue.serialization import rebuild_tensor as _rebuild_tensor
+from ..queue.serialization import reduce_tensor as _reduce_tensor
+from ..queue.serialization import use_tensor_reducer
 from ..ring import ShmRingBuffer
 from ..shm import SHM_DIR, no_room, use_room_check
 from .attributes import add_vllm_attributes
 from .logs import forward_to, stop_forwarding
+from .tensor_arena import _ARENA_MIN_BYTES, _TENSOR_ARENAS, ShmTensorArena, _ArenaPickler
+from .tensor_arena import register as _register_reader_arena
 
 VLLM_MODULE = "vllm.distributed.device_communicators.shm_broadcast"
 SGLANG_MODULE = "sglang.srt.distributed.device_communicators.shm_broadcast"
@@ -56,10 +65,16 @@ __all__ = [
     "SGLANG_RINGBUFFER_WARNING_INTERVAL",
     "SHM_PATH",
     "VLLM_RINGBUFFER_WARNING_INTERVAL",
+    "_ARENA_MIN_BYTES",
+    "_TENSOR_ARENAS",
     "Handle",
     "MessageQueue",
     "SharedMemoryFullError",
     "ShmRingBuffer",
+    "ShmTensorArena",
+    "_ArenaPickler",
+    "_rebuild_tensor",
+    "_reduce_tensor",
     "check_cgroup_memory_available",
     "check_shm_free_space",
     "install",
@@ -110,6 +125,12 @@ def recv(socket: Any, timeout: float | None) -> Any:
     return pickle.loads(first, buffers=rest)
 
 
+def _reduce_by_name(t: Any) -> Any:
+    """The queue's tensor reducer after install(): this module's ``_reduce_tensor``,
+    looked up at each tensor (a ``mock.patch`` of it is what enqueue calls)."""
+    return _me._reduce_tensor(t)
+
+
 def install(engine: str = "vllm") -> ModuleType:
     """Make vLLM's and SGLang's ``shm_broadcast`` module paths resolve to this
     module; ``engine`` ("vllm" or "sglang") picks whose warning variable, logger
@@ -127,6 +148,8 @@ def install(engine: str = "vllm") -> ModuleType:
     _engine = engine
     use_room_check(_room_check)
     _queue_module.use_log_interval(_warning_interval)
+    use_tensor_reducer(_reduce_by_name)
+    _arena_module.use_attach_hook(_register_reader_arena)
     forward_to(*ENGINES[engine])
     return _me
 
@@ -189,6 +212,8 @@ def uninstall() -> None:
         _give_back(path)
     use_room_check(None)
     _queue_module.use_log_interval(None)
+    use_tensor_reducer(None)
+    _arena_module.use_attach_hook(None)
     stop_forwarding()
 
 

@@ -19,8 +19,11 @@ in a container is pickled in band (one extra copy on the writer).
 
 **CPU tensors.** Once ``torch`` has been imported by the application (this
 module never imports it: it looks in ``sys.modules``), every ``torch.Tensor``
-(exact type) on the CPU, strided, not requiring grad, travels as
-``_rebuild_tensor(buffer, dtype, shape)`` over one protocol-5 buffer of its
+goes through :func:`reduce_tensor`, the one rule (vLLM's ``_reduce_tensor``, which
+:mod:`verifiedring.compat.vllm` re-exports; after its ``install()`` the queue calls
+that module's name at each tensor, see :func:`use_tensor_reducer`): one of exact
+type on the CPU, strided, not requiring grad, travels as
+``rebuild_tensor(buffer, shape, dtype)`` over one protocol-5 buffer of its
 bytes: out of band from ``oob_threshold`` bytes, in band below. A contiguous
 tensor's buffer is its own memory (no copy); a non-contiguous one is made
 contiguous first (``Tensor.contiguous``: the one extra copy, on the writer).
@@ -40,9 +43,10 @@ Serializer, reused (``clear_memo``), writing to a sink whose ``write`` is
 ``pickle.dumps`` path is unchanged (one ``sys.modules`` lookup).
 
 **The tensor arena** (writer ``enable_shm_tensor_arena=True``, see
-:mod:`verifiedring.arena`): a contiguous CPU tensor of at least
-``ARENA_MIN_BYTES`` is copied once into a free arena slot and pickled as a
-stub; with no free slot it takes the path above (the writer never waits).
+:mod:`verifiedring.arena`): a tensor that ``arena.qualifies`` (contiguous CPU,
+at least ``ARENA_MIN_BYTES``) is copied once into a free arena slot and pickled
+as a stub, before the rule above is called; with no free slot it takes the
+path above (the writer never waits).
 
 A failure to pickle raises :class:`MisuseError` naming the type, before
 anything is published (arena slots it claimed are reclaimed by the next
@@ -54,6 +58,7 @@ from __future__ import annotations
 import copyreg
 import pickle
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MisuseError
@@ -93,15 +98,52 @@ class _Sink:
         self.write = parts.append
 
 
-def _rebuild_tensor(buf: Any, dtype: str, shape: tuple[int, ...]) -> Any:
-    """The reader's tensor over ``buf`` (no copy when ``buf`` is writable)."""
+def rebuild_tensor(buf: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    """The reader's tensor over ``buf`` (vLLM's ``_rebuild_tensor``): no copy when
+    ``buf`` is writable (a ``bytearray`` taken out of a ring chunk, a socket frame);
+    a read-only buffer is copied once, so the tensor is always writable."""
     import torch
 
-    if isinstance(buf, memoryview) and buf.readonly:
+    if isinstance(buf, bytes) or (isinstance(buf, memoryview) and buf.readonly):
         buf = bytearray(buf)  # a read-only buffer: the one copy on the reader
     if not len(buf):
         return torch.empty(shape, dtype=getattr(torch, dtype))
     return torch.frombuffer(buf, dtype=torch.uint8).view(getattr(torch, dtype)).view(shape)
+
+
+def reduce_tensor(t: Any) -> Any:
+    """The one reduction rule of a ``torch.Tensor`` (vLLM's ``_reduce_tensor``): a
+    CPU strided tensor of exact type ``Tensor``, not requiring grad, becomes
+    ``rebuild_tensor`` over one ``PickleBuffer`` of its bytes -- its own memory when
+    contiguous, else one contiguous copy. Anything else (requiring grad, on another
+    device, sparse, a subclass, the conjugate/negative bit) gets torch's own
+    reduction, ``t.__reduce_ex__(5)``."""
+    import torch
+
+    if (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
+            and not t.requires_grad):
+        try:
+            raw: Any = t.contiguous().reshape(-1).view(torch.uint8).numpy()
+        except RuntimeError:  # conjugate/negative bit: no aliasing view
+            pass
+        else:
+            dtype = str(t.dtype).removeprefix("torch.")
+            return rebuild_tensor, (pickle.PickleBuffer(raw), tuple(t.shape), dtype)
+    return t.__reduce_ex__(PROTOCOL)
+
+
+#: What reduces a ``torch.Tensor`` in place of :func:`reduce_tensor`, called at each
+#: tensor (``None``: :func:`reduce_tensor` itself, straight from the dispatch table).
+_tensor_reducer: Callable[[Any], Any] | None = None
+
+
+def use_tensor_reducer(reducer: Callable[[Any], Any] | None) -> None:
+    """Make every Serializer reduce tensors the arena declines with ``reducer``,
+    called at each tensor (compat: vLLM's module-level ``_reduce_tensor``, looked up
+    there at each call, so a ``mock.patch`` of it counts); ``None`` restores
+    :func:`reduce_tensor`."""
+    global _tensor_reducer
+    _tensor_reducer = reducer
 
 
 class Spill(Protocol):
@@ -136,7 +178,7 @@ class Serializer:
         self._arena = arena
         self._parts: list[Any] = []  # what the reused Pickler wrote for one object
         self._pickler: pickle.Pickler | None = None  # made once torch is imported
-        self._n_global_reducers = -1  # len(copyreg.dispatch_table) when the table was built
+        self._n_global_reducers = -1  # _table_key() when the table was built
         self._spill: Spill | None = None  # the file of dump_into's call in progress
         self._spill_pickler: tuple[Spill, pickle.Pickler, int] | None = None
 
@@ -152,22 +194,19 @@ class Serializer:
         return False
 
     def _reduce_tensor(self, t: Any) -> Any:
-        """A CPU tensor as one buffer of its bytes (or a stub in the arena)."""
-        import torch
-
-        if t.device.type != "cpu" or t.layout != torch.strided or t.requires_grad:
-            return t.__reduce_ex__(PROTOCOL)
+        """The dispatch entry with an arena or a reducer hook: a qualifying tensor
+        as a stub in the arena, else the hook's (or the one rule's) reduction."""
         arena = self._arena
-        if arena is not None and t.is_contiguous():
+        if arena is not None:
             stub = arena.put(t)
             if stub is not None:
                 return stub
-        try:
-            raw = t.contiguous().reshape(-1).view(torch.uint8).numpy()
-        except RuntimeError:  # conjugate/negative bit, no numpy: torch's own pickling
-            return t.__reduce_ex__(PROTOCOL)
-        dtype = str(t.dtype).removeprefix("torch.")
-        return _rebuild_tensor, (pickle.PickleBuffer(raw), dtype, tuple(t.shape))
+        hook = _tensor_reducer
+        return reduce_tensor(t) if hook is None else hook(t)
+
+    def _table_key(self) -> int:
+        """What the dispatch table depends on: the global reducers and the hook's presence."""
+        return 2 * len(copyreg.dispatch_table) + (_tensor_reducer is not None)
 
     def _new_pickler(self, file: Any, torch: Any) -> pickle.Pickler:
         """A Pickler writing to ``file``; with ``torch``, its private dispatch table
@@ -175,24 +214,26 @@ class Serializer:
         pickler = pickle.Pickler(file, protocol=PROTOCOL, buffer_callback=self._keep)
         if torch is not None:
             table = dict(copyreg.dispatch_table)  # globally registered reducers stay
-            table[torch.Tensor] = self._reduce_tensor
+            direct = self._arena is None and _tensor_reducer is None
+            table[torch.Tensor] = reduce_tensor if direct else self._reduce_tensor
             pickler.dispatch_table = table
         return pickler
 
     def _tensor_pickler(self, torch: Any) -> pickle.Pickler:
         """The reused Pickler whose private dispatch table routes ``torch.Tensor``."""
         pickler = self._pickler
-        if pickler is None or len(copyreg.dispatch_table) != self._n_global_reducers:
+        key = self._table_key()
+        if pickler is None or key != self._n_global_reducers:
             pickler = self._new_pickler(_Sink(self._parts), torch)
             self._pickler = pickler
-            self._n_global_reducers = len(copyreg.dispatch_table)
+            self._n_global_reducers = key
         return pickler
 
     def _pickler_into(self, spill: Spill) -> pickle.Pickler:
         """The reused Pickler writing to ``spill`` (its table as :meth:`_tensor_pickler`'s
         once torch is imported)."""
         torch = sys.modules.get("torch")
-        key = -1 if torch is None else len(copyreg.dispatch_table)
+        key = -1 if torch is None else self._table_key()
         made = self._spill_pickler
         if made is None or made[0] is not spill or made[2] != key:
             made = (spill, self._new_pickler(spill, torch), key)
