@@ -612,3 +612,38 @@ def test_cleanup_reaps_the_arena_of_a_dead_writer(shm_segments: Any) -> None:
     # check the command itself in a private /dev/shm).
     assert f"removed /dev/shm/{name} " in out or "nothing stale" in out, out
     assert not segment_exists(name)
+
+
+def test_a_reader_slow_to_start_still_attaches_the_arena(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer removes the arena's name once every reader has subscribed; a reader
+    that subscribed before it attached the arena found no segment if the writer's
+    handshake came in between (a slow start). The reader attaches everything first."""
+    from verifiedring.queue import local_reader
+
+    w = MessageQueue(1, 1, max_chunk_bytes=1 * MIB, enable_shm_tensor_arena=True,
+                     arena_slots=1, arena_slot_bytes=16 * MIB)
+    handshake: list[str] = []
+
+    class SlowArenaReader(ArenaReader):
+        def __init__(self, *args: Any) -> None:
+            try:  # the writer's whole handshake, if this reader has subscribed already
+                w.wait_until_ready(0.2)
+                handshake.append("completed before the arena was attached")
+            except RingTimeoutError:
+                handshake.append("waits for this reader")
+            super().__init__(*args)
+
+    monkeypatch.setattr(local_reader, "ArenaReader", SlowArenaReader)
+    try:
+        r = MessageQueue.create_from_handle(w.export_handle(), 0)
+        try:
+            w.wait_until_ready(T)
+            r.wait_until_ready(T)
+            t = torch.arange(4 * MIB, dtype=torch.uint8)
+            w.enqueue({"t": t}, timeout=T)
+            assert torch.equal(r.dequeue(T)["t"], t)
+            assert handshake == ["waits for this reader"]
+        finally:
+            r.close()
+    finally:
+        w.close()

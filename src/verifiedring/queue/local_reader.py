@@ -63,17 +63,19 @@ class LocalReader(OverflowReader, QueueReader):
         sock: zmq.Socket[Any] | None = None
         try:
             self._cursor: ReaderCursor = self._ring.reader(self.local_reader_ranks.index(rank))
+            arena = handle.tensor_arena_handle
+            if arena is not None:  # before the subscription: then the writer may unlink it
+                self._arena = ArenaReader(arena, self.local_reader_ranks.index(rank))
             self._sock = sock = self._subscribe(
                 handle.local_subscribe_addr, bh.max_chunks + 1, None
             )
-            arena = handle.tensor_arena_handle
-            if arena is not None:
-                self._arena = ArenaReader(arena, self.local_reader_ranks.index(rank))
             self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)
             self._run = self._runs.run
         except BaseException:
             if sock is not None:
                 sock.close(linger=0)
+            if self._arena is not None:
+                self._arena.close()
             self._ring.close()
             raise
         self._closed = False
