@@ -140,3 +140,31 @@ def test_the_heartbeat_timeout_travels_to_the_readers_in_the_handle() -> None:
     with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
         curve = w.export_handle().curve
         assert curve is not None and curve.heartbeat_timeout_ms == 10_000
+
+
+BAD_FIELDS: list[tuple[str, Any]] = [
+    ("local_reader_ranks", "0"), ("local_reader_ranks", [0, "1"]),
+    ("buffer_handle", ("ring", 1)), ("local_subscribe_addr", 5),
+    ("remote_subscribe_addr", b"tcp://127.0.0.1:1"), ("remote_ack_addr", 7),
+    ("remote_window", "8"), ("remote_window", 0), ("hmac_key", "key"), ("ring_tag", 3),
+    ("curve", b"keys"), ("writer_pid", "1"), ("writer_pid", -1), ("writer_host", None),
+    ("tensor_arena_handle", "arena"), ("remote_addr_ipv6", "no"), ("local_notify_addr", 1),
+]
+
+
+@pytest.mark.parametrize("field,value", BAD_FIELDS, ids=[f"{f}={v!r}" for f, v in BAD_FIELDS])
+def test_a_handle_field_of_the_wrong_type_is_refused_naming_it(field: str, value: Any) -> None:
+    import dataclasses
+
+    with MessageQueue(2, 1, [0], connect_ip=LOOPBACK) as w:
+        h = w.export_handle()
+        bad = dataclasses.replace(h, **{field: value})
+        for rank in (0, 1):  # the local and the remote reader
+            _refused(lambda rank=rank: MessageQueue.create_from_handle(bad, rank),
+                     f"handle.{field}", repr(value))
+        readers = [MessageQueue.create_from_handle(h, rank) for rank in (0, 1)]
+        try:
+            _works(w, readers)
+        finally:
+            for r in readers:
+                r.close()

@@ -90,6 +90,7 @@ def check_attach(handle: object, rank: object) -> None:
     ``rank`` one of its readers' ranks: an int in ``0..n_reader``, or -1 (rankless)."""
     if not isinstance(handle, Handle):
         raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
+    _check_fields(handle)
     if handle.n_reader < 1:
         raise MisuseError(
             "the handle has no reader (an empty Handle()): attach with the handle the "
@@ -105,3 +106,40 @@ def check_attach(handle: object, rank: object) -> None:
             f"rank {rank} is no reader of this queue (n_reader={handle.n_reader}: ranks "
             f"0..{handle.n_reader}, or -1)"
         )
+
+
+#: Each field's types (``None`` where it may be absent), as a reader reads them.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "buffer_handle": (RingHandle, type(None)),
+    "local_subscribe_addr": (str, type(None)),
+    "remote_subscribe_addr": (str, type(None)),
+    "remote_ack_addr": (str, type(None)),
+    "hmac_key": (bytes,),
+    "ring_tag": (bytes,),
+    "curve": (CurveKeys, type(None)),
+    "writer_host": (str,),
+    "tensor_arena_handle": (ArenaHandle, type(None)),
+    "remote_addr_ipv6": (bool,),
+    "local_notify_addr": (str, type(None)),
+}
+
+
+def _check_fields(handle: Handle) -> None:
+    """Raise :class:`MisuseError` naming the first field of ``handle`` (an altered or
+    hand-built one) whose value is not of its type, before anything uses it."""
+    for name, types in _FIELD_TYPES.items():
+        value = getattr(handle, name)
+        if not isinstance(value, types):
+            raise MisuseError(
+                f"handle.{name} must be {' or '.join(t.__name__ for t in types)}, got "
+                f"{value!r}: use the handle the writer's export_handle() gave"
+            )
+    for name, least in (("n_reader", 0), ("remote_window", 0), ("writer_pid", 0)):
+        require_int(f"handle.{name}", getattr(handle, name), least)
+    if handle.remote_subscribe_addr is not None:
+        require_int("handle.remote_window", handle.remote_window, 1)
+    ranks = handle.local_reader_ranks
+    if not isinstance(ranks, list) or any(
+        isinstance(r, bool) or not isinstance(r, int) for r in ranks
+    ):
+        raise MisuseError(f"handle.local_reader_ranks must be a list of ints, got {ranks!r}")
