@@ -9,6 +9,8 @@ Every row is one load or one store of a flag byte, one spec action, and one
 
 Writer, one message, at chunk ``i = windex``::
 
+    (reserve             writer-local: back the pages the fill will store to,
+                         before the claim; SharedMemoryFullError: no step taken)
     WriterPollWritten    load written[i]; 0: the chunk is free            FW1
     WriterPollReadFlag   written[i] was 1: load read[i][r], r = 0..N-1;
                          the first 0 fails the poll; all 1: free          FW1
@@ -94,6 +96,7 @@ from .waiting import (
 )
 
 if TYPE_CHECKING:
+    from .reservation import PageReserver
     from .ring import ShmRingBuffer
 
 __all__ = ["ReaderCursor", "WriterCursor", "claimed_roles"]
@@ -105,9 +108,13 @@ class WriterCursor(WriterSide):
     actor = WRITER_ACTOR
 
     def __init__(
-        self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
+        self, ring: ShmRingBuffer, pages: PageReserver, observer: StepObserver | None,
+        log_interval: float,
     ) -> None:
         super().__init__(ring, observer, log_interval)
+        self._marks = pages.marks  # the reserver's list: one compare per write
+        self._reserve = pages.reserve
+        self._chunk_bytes = ring.layout.max_chunk_bytes
         self._positions = tuple(
             (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
         )
@@ -118,16 +125,25 @@ class WriterCursor(WriterSide):
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
         """Wait until the next chunk is free (:class:`RingTimeoutError` after ``timeout``
         seconds); ``with`` it to fill it: a normal exit publishes it to every reader,
-        a raising body leaves it unpublished (the next write reuses it)."""
+        a raising body leaves it unpublished (the next write reuses it). The whole
+        chunk's pages are reserved first (:class:`SharedMemoryFullError`: no room,
+        nothing stored)."""
         return self.claim(Deadline.after(timeout))
 
     def claim(
-        self, deadline: Deadline, watch: Callable[[], None] | None = None
+        self, deadline: Deadline, watch: Callable[[], None] | None = None,
+        nbytes: int | None = None,
     ) -> WriterCursor:
         """:meth:`acquire_write` with the caller's :class:`Deadline`; ``watch`` is
-        called while it waits (it raises to end the wait: a reader has died)."""
+        called while it waits (it raises to end the wait: a reader has died).
+        ``nbytes``: the fill stores only into the chunk's first ``nbytes`` bytes
+        (default: anywhere in it); their pages are reserved before the first poll,
+        so :class:`SharedMemoryFullError` leaves no step taken."""
         if self._closed or self._holding:
             self._refuse()
+        need = self._chunk_bytes if nbytes is None else nbytes
+        if need > self._marks[self.index]:
+            self._reserve(self.index, need)
         if not self._poll_free():
             wait_for(self._poll_free, deadline, self._stall_log, self._timed_out, watch)
         return self

@@ -36,6 +36,7 @@ from .sockets import LocalEndpoint, ack_pull, hwm_for_window, remote_xpub, send_
 
 _chunk_bytes = wire.chunk_bytes  # bound once: the hot path pays no lookups
 _encode_chunk = wire.encode_chunk
+_HEADER_BYTES = wire.HEADER_BYTES
 
 DEFAULT_REMOTE_WINDOW = 1024
 #: How long the writer's close() lets queued frames drain to readers.
@@ -88,15 +89,18 @@ class LocalTransmitter:
     ) -> bool:
         """Message ``seq`` into the ring: inline if it fits one chunk, else as a run
         (the run flavor) or as its overflow marker (true: its frame must follow).
-        Raises :class:`RingTimeoutError` if the first chunk is not free in time;
-        ``watch`` is called while it waits."""
-        inline = self._fits(_chunk_bytes(p))
+        Raises :class:`RingTimeoutError` if the first chunk is not free in time, and
+        :class:`SharedMemoryFullError` if its pages cannot be reserved (nothing
+        stored: the message is not sent); ``watch`` is called while it waits."""
+        size = _chunk_bytes(p)
+        inline = self._fits(size)
         runs = self.runs
         if not inline and runs is not None:
             runs.write(p, seq, deadline, watch, obj)
             return False
         cursor = self.cursor
-        cursor.claim(deadline, watch)
+        # the bytes encode_chunk stores: their pages are reserved before the claim
+        cursor.claim(deadline, watch, size if inline else _HEADER_BYTES)
         obs = self.observer
         # spec: WriterPublishChunk -- the object inline, or its overflow marker
         chunk = cursor.fill()
