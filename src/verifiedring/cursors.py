@@ -96,7 +96,6 @@ from .waiting import (
 )
 
 if TYPE_CHECKING:
-    from .reservation import PageReserver
     from .ring import ShmRingBuffer
 
 __all__ = ["ReaderCursor", "WriterCursor", "claimed_roles"]
@@ -107,27 +106,11 @@ class WriterCursor(WriterSide):
 
     actor = WRITER_ACTOR
 
-    def __init__(
-        self, ring: ShmRingBuffer, pages: PageReserver, observer: StepObserver | None,
-        log_interval: float,
-    ) -> None:
-        super().__init__(ring, observer, log_interval)
-        self._marks = pages.marks  # the reserver's list: one compare per write
-        self._reserve = pages.reserve
-        self._chunk_bytes = ring.layout.max_chunk_bytes
-        self._positions = tuple(
-            (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
-        )
-        self._sleep_view = ring._sleep_view
-        self._none_asleep = bytes(len(ring._sleep_view))
-        self._sleep_addresses = ring.sleep_addresses
-
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
         """Wait until the next chunk is free (:class:`RingTimeoutError` after ``timeout``
         seconds); ``with`` it to fill it: a normal exit publishes it to every reader,
-        a raising body leaves it unpublished (the next write reuses it). The whole
-        chunk's pages are reserved first (:class:`SharedMemoryFullError`: no room,
-        nothing stored)."""
+        a raising body leaves it unpublished (the next write reuses it). The whole chunk's
+        pages are reserved first (no room: :class:`SharedMemoryFullError`, no store)."""
         return self.claim(Deadline.after(timeout))
 
     def claim(
@@ -135,10 +118,9 @@ class WriterCursor(WriterSide):
         nbytes: int | None = None,
     ) -> WriterCursor:
         """:meth:`acquire_write` with the caller's :class:`Deadline`; ``watch`` is
-        called while it waits (it raises to end the wait: a reader has died).
-        ``nbytes``: the fill stores only into the chunk's first ``nbytes`` bytes
-        (default: anywhere in it); their pages are reserved before the first poll,
-        so :class:`SharedMemoryFullError` leaves no step taken."""
+        called while it waits (it raises to end the wait: a reader has died). The fill
+        stores only into the chunk's first ``nbytes`` (default: all): their pages are
+        reserved before the first poll, so :class:`SharedMemoryFullError` takes no step."""
         if self._closed or self._holding:
             self._refuse()
         need = self._chunk_bytes if nbytes is None else nbytes
