@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from support.fakes import segment_exists
@@ -57,9 +57,10 @@ _original_create = SharedSegment.create.__func__  # type: ignore[attr-defined]
 
 
 def _recording_create(
-    cls: type[SharedSegment], size: int, name: str | None = None
+    cls: type[SharedSegment], size: int, name: str | None = None,
+    commit: Sequence[tuple[int, int]] | None = None,
 ) -> SharedSegment:
-    segment: SharedSegment = _original_create(cls, size, name)
+    segment: SharedSegment = _original_create(cls, size, name, commit)
     _created.append(segment.name)
     return segment
 

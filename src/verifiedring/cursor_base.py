@@ -16,6 +16,7 @@ from .steps import StepObserver
 from .waiting import StallLog
 
 if TYPE_CHECKING:
+    from .reservation import PageReserver
     from .ring import ShmRingBuffer
 
 #: Roles claimed in this process, per segment: (segment name, reader index) for a
@@ -85,12 +86,29 @@ class Cursor:
 
 
 class WriterSide(Cursor):
-    """What the writer cursor says about its waits."""
+    """The writer cursor's state (its flag positions, the sleep words, its page
+    reservation) and what it says about its waits."""
 
     #: What messages call each reader (by index), e.g. its rank, pid and host.
     reader_names: list[str] | None = None
-    #: (reader index, its flag's position in a chunk's flag block), in reader order.
-    _positions: tuple[tuple[int, int], ...]
+
+    def __init__(
+        self, ring: ShmRingBuffer, pages: PageReserver, observer: StepObserver | None,
+        log_interval: float,
+    ) -> None:
+        super().__init__(ring, observer, log_interval)
+        #: (reader index, its flag's position in a chunk's flag block), in reader order.
+        self._positions = tuple(
+            (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
+        )
+        self._sleep_view = ring._sleep_view
+        self._none_asleep = bytes(len(ring._sleep_view))
+        self._sleep_addresses = ring.sleep_addresses
+        # The page reservation (.reservation): the reserver's own list of marks, so a
+        # write within its chunk's mark costs one compare.
+        self._marks = pages.marks
+        self._reserve = pages.reserve
+        self._chunk_bytes = ring.layout.max_chunk_bytes
 
     def unread_by(self) -> list[int]:
         """Local reader indices that have not read the writer's current chunk."""

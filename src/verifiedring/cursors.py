@@ -9,6 +9,8 @@ Every row is one load or one store of a flag byte, one spec action, and one
 
 Writer, one message, at chunk ``i = windex``::
 
+    (reserve             writer-local: back the pages the fill will store to,
+                         before the claim; SharedMemoryFullError: no step taken)
     WriterPollWritten    load written[i]; 0: the chunk is free            FW1
     WriterPollReadFlag   written[i] was 1: load read[i][r], r = 0..N-1;
                          the first 0 fails the poll; all 1: free          FW1
@@ -104,30 +106,26 @@ class WriterCursor(WriterSide):
 
     actor = WRITER_ACTOR
 
-    def __init__(
-        self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
-    ) -> None:
-        super().__init__(ring, observer, log_interval)
-        self._positions = tuple(
-            (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
-        )
-        self._sleep_view = ring._sleep_view
-        self._none_asleep = bytes(len(ring._sleep_view))
-        self._sleep_addresses = ring.sleep_addresses
-
     def acquire_write(self, timeout: float | None = None) -> WriterCursor:
         """Wait until the next chunk is free (:class:`RingTimeoutError` after ``timeout``
         seconds); ``with`` it to fill it: a normal exit publishes it to every reader,
-        a raising body leaves it unpublished (the next write reuses it)."""
+        a raising body leaves it unpublished (the next write reuses it). The whole chunk's
+        pages are reserved first (no room: :class:`SharedMemoryFullError`, no store)."""
         return self.claim(Deadline.after(timeout))
 
     def claim(
-        self, deadline: Deadline, watch: Callable[[], None] | None = None
+        self, deadline: Deadline, watch: Callable[[], None] | None = None,
+        nbytes: int | None = None,
     ) -> WriterCursor:
         """:meth:`acquire_write` with the caller's :class:`Deadline`; ``watch`` is
-        called while it waits (it raises to end the wait: a reader has died)."""
+        called while it waits (it raises to end the wait: a reader has died). The fill
+        stores only into the chunk's first ``nbytes`` (default: all): their pages are
+        reserved before the first poll, so :class:`SharedMemoryFullError` takes no step."""
         if self._closed or self._holding:
             self._refuse()
+        need = self._chunk_bytes if nbytes is None else nbytes
+        if need > self._marks[self.index]:
+            self._reserve(self.index, need)
         if not self._poll_free():
             wait_for(self._poll_free, deadline, self._stall_log, self._timed_out, watch)
         return self

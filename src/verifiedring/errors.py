@@ -37,7 +37,9 @@ class BusyError(MisuseError):
 
 
 class SharedMemoryFullError(MisuseError, RuntimeError):
-    """``/dev/shm`` cannot hold the segment; raised at construction, never later.
+    """``/dev/shm`` cannot hold the segment: raised at construction, or by a write
+    whose chunk's pages are reserved then (:mod:`verifiedring.reservation`), before
+    any store; never a SIGBUS later.
 
     Not misuse: it is the environment (the machine's shared memory is full). Its
     bases are kept for vLLM compatibility, which raises ``RuntimeError`` and

@@ -2,7 +2,9 @@
 
 The segment's bytes are :mod:`verifiedring.layout`'s; the protocol, step by
 step beside ``spec/RingBuffer.tla``, is :mod:`verifiedring.cursors`'s. An
-instance plays one role and hands out that role's cursor.
+instance plays one role and hands out that role's cursor. The segment is
+created sparse but for its metadata and each chunk's first page; the writer
+reserves the rest as its writes reach it (:mod:`verifiedring.reservation`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from .cursors import ReaderCursor, WriterCursor, claimed_roles
 from .errors import ClosedError, MisuseError
 from .layout import SLEEP_WORD_SIZE, RingLayout
+from .reservation import PageReserver, committed_at_create
 from .shm import SharedSegment
 from .steps import StepObserver
 from .waiting import DEFAULT_LOG_INTERVAL, SLEEP_KIND, buffer_address
@@ -61,7 +64,9 @@ class ShmRingBuffer:
         if create is None:  # vLLM's rule: a name attaches, no name creates
             create = name is None
         if create:
-            self._segment = SharedSegment.create(self.layout.total_bytes, name)
+            self._segment = SharedSegment.create(
+                self.layout.total_bytes, name, committed_at_create(self.layout)
+            )
         elif name is None:
             raise MisuseError("attaching to a ring (create=False) needs the segment name")
         else:
@@ -114,6 +119,10 @@ class ShmRingBuffer:
             f"{lay.max_chunk_bytes} bytes, {role}{state}>"
         )
 
+    def held_bytes(self) -> int:
+        """Bytes of ``/dev/shm`` the segment holds now (its pages backed so far)."""
+        return self._segment.held_bytes()
+
     def handle(self) -> RingHandle:
         lay = self.layout
         return RingHandle(lay.n_reader, lay.max_chunk_bytes, lay.max_chunks, self.name)
@@ -123,7 +132,8 @@ class ShmRingBuffer:
     ) -> WriterCursor:
         """The writer cursor. At most one per segment per process."""
         self._claim("writer", None)
-        cursor = WriterCursor(self, observer, log_interval)
+        cursor = WriterCursor(self, PageReserver(self._segment, self.layout), observer,
+                              log_interval)
         self._cursors.append(cursor)
         return cursor
 

@@ -8,11 +8,13 @@ segment is still reclaimed) and only the creator unlinks.
 
 Segments are created with mode 0600: readable and writable by their owner
 only, named with the creator's pid (:mod:`verifiedring.leftovers` reaps those
-of dead creators at each create), and their pages are reserved at create
-(``posix_fallocate``): a full ``/dev/shm`` is a :class:`MisuseError` naming
-the sizes then, never a SIGBUS at the first touch of a page later. A created
-segment that is collected without :meth:`SharedSegment.unlink` is unlinked
-then, by its creator process only.
+of dead creators at each create). No page is ever touched unreserved: create
+reserves (``posix_fallocate``) the ranges it is told to commit (default: all),
+the rest stays sparse until :meth:`SharedSegment.reserve` backs it, before
+any store there. A full ``/dev/shm`` is a :class:`SharedMemoryFullError` (a
+:class:`MisuseError`) naming the sizes at that call, never a SIGBUS at the
+first touch of a page later. A created segment that is collected without
+:meth:`SharedSegment.unlink` is unlinked then, by its creator process only.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ import errno
 import mmap
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing import resource_tracker
 
 from .cgroup import check_cgroup_memory_available
-from .errors import BrokenPeerError, MisuseError, SharedMemoryFullError
+from .errors import BrokenPeerError, ClosedError, MisuseError, SharedMemoryFullError
 from .leftovers import SEGMENT_PREFIX, SHM_DIR, reap, segment_name
 
 NAME_PREFIX = SEGMENT_PREFIX
@@ -39,6 +41,8 @@ __all__ = [
 
 #: A room check: ``(size, directory, what)``, raising if the segment cannot be made.
 RoomCheck = Callable[[int, str, str], None]
+#: ``posix_fallocate`` errors that mean "no room" (tmpfs full, too large, memory cgroup).
+_NO_ROOM_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.ENOMEM)
 
 
 def _tracker_name(name: str) -> str:
@@ -103,7 +107,8 @@ class SharedSegment:
     """One mapped POSIX shared-memory segment.
 
     Invariant: ``buf`` is a writable memoryview of exactly ``size`` bytes
-    while open; after :meth:`close` it is released.
+    while open, and the segment's descriptor is open (for :meth:`reserve`);
+    after :meth:`close` both are released.
     """
 
     def __init__(self, name: str, fd: int, size: int, created: bool) -> None:
@@ -112,8 +117,11 @@ class SharedSegment:
         self.created = created
         try:
             self._mmap: mmap.mmap | None = mmap.mmap(fd, size)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd
+        self._fd_closer = weakref.finalize(self, os.close, fd)
         self.buf = memoryview(self._mmap)
         self._unlinked = False
         self._finalizer = (
@@ -121,24 +129,32 @@ class SharedSegment:
         )
 
     @classmethod
-    def create(cls, size: int, name: str | None = None) -> SharedSegment:
-        """Create a zero-filled segment of ``size`` bytes (fails if ``name`` exists)."""
+    def create(
+        cls, size: int, name: str | None = None,
+        commit: Sequence[tuple[int, int]] | None = None,
+    ) -> SharedSegment:
+        """Create a zero-filled segment of ``size`` bytes (fails if ``name`` exists),
+        its ``commit`` ranges ``(offset, length)`` backed by pages now (default: all
+        of it), the rest sparse. The room check in use (:func:`preflight`) covers
+        all ``size`` bytes, as vLLM's: a segment that could not be filled is refused."""
         if size < 1:
             raise MisuseError(f"segment size must be >= 1 byte, got {size}")
         reap()
         preflight(size)
         name = name or segment_name()
+        ranges = ((0, size),) if commit is None else commit
         fd = _posixshmem.shm_open(
             _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE
         )
         try:
             os.ftruncate(fd, size)
             try:
-                os.posix_fallocate(fd, 0, size)  # every page now, or a clear error now
+                for offset, length in ranges:  # these pages now, or a clear error now
+                    os.posix_fallocate(fd, offset, length)
             except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EFBIG):
+                if exc.errno not in _NO_ROOM_ERRNOS:
                     raise
-                raise no_room(size, free_bytes()) from None
+                raise no_room(sum(n for _, n in ranges), free_bytes()) from None
         except BaseException:
             os.close(fd)
             _posixshmem.shm_unlink(_tracker_name(name))
@@ -169,13 +185,42 @@ class SharedSegment:
     def closed(self) -> bool:
         return self._mmap is None
 
+    def reserve(self, offset: int, length: int, what: str) -> None:
+        """Back bytes ``offset .. offset + length`` (within the segment) with pages now
+        (``posix_fallocate``; pages already backed keep their bytes). No room:
+        :class:`SharedMemoryFullError` naming this segment, ``what``, the bytes wanted
+        and the bytes free; the segment is unchanged and stays usable."""
+        if self._mmap is None:
+            raise ClosedError(f"segment {self.name!r} is closed: cannot reserve {what}")
+        try:
+            os.posix_fallocate(self._fd, offset, length)
+        except OSError as exc:
+            if exc.errno not in _NO_ROOM_ERRNOS:
+                raise
+            free = free_bytes()
+            raise SharedMemoryFullError(
+                f"segment {self.name!r}: no room in {SHM_DIR} for {what}: {length} more "
+                f"bytes wanted (offset {offset}), "
+                f"{'an unknown number of' if free is None else free} bytes free "
+                f"({os.strerror(exc.errno)}); nothing was stored: free {SHM_DIR} (or the "
+                "memory cgroup) and retry"
+            ) from None
+
+    def held_bytes(self) -> int:
+        """Bytes of ``/dev/shm`` this segment holds now (its backed pages)."""
+        if self._mmap is None:
+            raise ClosedError(f"segment {self.name!r} is closed")
+        return os.fstat(self._fd).st_blocks * 512
+
     def close(self) -> None:
-        """Unmap the segment. Idempotent. Views handed out must be released first."""
+        """Unmap the segment and close its descriptor. Idempotent. Views handed out
+        must be released first."""
         if self._mmap is None:
             return
         self.buf.release()
         self._mmap.close()
         self._mmap = None
+        self._fd_closer()
 
     def unlink(self) -> None:
         """Remove the segment's name (creator only). Idempotent."""

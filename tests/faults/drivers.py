@@ -508,33 +508,42 @@ def shm_full_at_create() -> Obs:
 
 
 def shm_full_between_rings(bypass_check: bool) -> Obs:
-    """Two rings that each fit but together do not: the second is a MisuseError naming
-    the sizes, the first stays whole (every page of it written and read back), and
-    this process exits normally -- no SIGBUS. ``bypass_check``: the free-space check
-    is patched out, so the page reservation (posix_fallocate) alone must catch it."""
+    """Two rings that each fit but together do not. The first is filled to its end
+    (every page reserved, written and read back). Then the second: with the
+    free-space check, refused at create, a MisuseError naming the sizes; with the
+    check patched out (``bypass_check``), made sparse, so its first write that needs
+    more pages than are free is a SharedMemoryFullError before any store (the page
+    reservation alone catches it), and it still carries a small message after.
+    Either way this process exits normally -- no SIGBUS."""
     from verifiedring import RingLayout
+    from verifiedring.shm import use_room_check
 
     if bypass_check:
-        import verifiedring.queue.writer as writer_mod
-        import verifiedring.shm as shm_mod
-
-        def no_check(size: int, directory: str = SHM_DIR) -> None:
-            return None
-
-        shm_mod.check_room = no_check
-        writer_mod.check_room = no_check  # type: ignore[attr-defined]
+        use_room_check(lambda size, directory, what: None)
     mcb, chunks = 1024 * 1024, 2
     obs: Obs = {"needs": RingLayout(1, mcb, chunks).total_bytes, "free_at_start": shm_free()}
     w, r = pair(max_chunk_bytes=mcb, max_chunks=chunks)
-    obs["free_between"] = shm_free()
-    obs["listed_between"] = listing()  # names removed at the handshake: looks empty
-    obs["second"] = error_of(lambda: MessageQueue(1, 1, max_chunk_bytes=mcb, max_chunks=chunks))
-    obs["left_after_failure"] = listing()
     ok = True
     for i in range(2 * chunks):  # every chunk of the first ring, filled to its end
-        blob = bytes([i]) * (mcb - 64)
+        blob = bytes([i]) * (mcb - 100)
         ok = ok and round_trip(w, [r], blob)
     obs["first_still_whole"] = ok
+    obs["free_between"] = shm_free()
+    obs["listed_between"] = listing()  # names removed at the handshake: looks empty
+    if not bypass_check:
+        second = lambda: MessageQueue(1, 1, max_chunk_bytes=mcb, max_chunks=chunks)  # noqa: E731
+        obs["second"] = error_of(second)
+        obs["left_after_failure"] = listing()
+    else:
+        w2, r2 = pair(max_chunk_bytes=mcb, max_chunks=chunks)
+        obs["free_with_second"] = shm_free()
+        obs["second_name"] = w2._local.ring.name  # type: ignore[attr-defined]
+        obs["big"] = error_of(lambda: w2.enqueue(bytes(mcb - 100), timeout=T))
+        obs["free_after_big"] = shm_free()
+        obs["second_after"] = round_trip(w2, [r2], {"small": list(range(100))})
+        obs["first_after"] = round_trip(w, [r], bytes([9]) * (mcb - 100))
+        r2.close()
+        w2.close()
     r.close()
     w.close()
     if bypass_check:

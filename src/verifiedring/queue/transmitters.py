@@ -38,6 +38,7 @@ from .sockets import LocalEndpoint, ack_pull, hwm_for_window, remote_xpub, send_
 
 _chunk_bytes = wire.chunk_bytes  # bound once: the hot path pays no lookups
 _encode_chunk = wire.encode_chunk
+_HEADER_BYTES = wire.HEADER_BYTES
 
 DEFAULT_REMOTE_WINDOW = 1024
 #: The largest window: 2 * (window + control messages) + 1 stays a C int.
@@ -112,21 +113,25 @@ class LocalTransmitter:
     ) -> bool:
         """Message ``seq`` into the ring: inline if it fits one chunk, else as a run
         (the run flavor) or as its overflow marker (true: its frame must follow).
-        Raises :class:`RingTimeoutError` if the first chunk is not free in time;
-        ``watch`` is called while it waits."""
-        inline = self._fits(_chunk_bytes(p))
+        Raises :class:`RingTimeoutError` if the first chunk is not free in time, and
+        :class:`SharedMemoryFullError` if its pages cannot be reserved (nothing
+        stored: the message is not sent); ``watch`` is called while it waits."""
+        size = _chunk_bytes(p)
+        inline = self._fits(size)
         runs = self.runs
         if not inline and runs is not None:
             runs.write(p, seq, deadline, watch, obj)
             return False
         cursor = self.cursor  # claim() inline: the hot path pays one call less
-        cursor.claim(deadline, watch)
+        # the bytes encode_chunk stores: their pages are reserved before the claim
+        cursor.claim(deadline, watch, size if inline else _HEADER_BYTES)
         self.commit(cursor.fill(), seq, p, inline, obj)
         return not inline
 
     def claim(self, deadline: Deadline, watch: Callable[[], None]) -> memoryview:
         """The next chunk, claimed and held (:meth:`commit` publishes it, :meth:`let_go`
-        does not); :class:`RingTimeoutError` if it is not free by ``deadline``."""
+        does not); :class:`RingTimeoutError` if it is not free by ``deadline``. Its
+        whole payload is reserved first (a raw write may reach any byte of it)."""
         cursor = self.cursor
         cursor.claim(deadline, watch)
         return cursor.fill()

@@ -87,6 +87,13 @@ _HELLO = struct.Struct("<II")  # rank, pid; then the host name
 #: (vLLM's ``create_from_handle(handle, -1)``).
 MAX_RANK = 2**32 - 1
 
+#: The default ring geometry, as vLLM 0.33's ``MessageQueue``: 10 chunks of 24 MiB. A
+#: chunk holds an INLINE message of up to ``max_chunk_bytes`` (:func:`chunk_bytes`),
+#: the 21-byte header included; the writer's pages are reserved only as its writes
+#: reach them (:mod:`verifiedring.reservation`).
+DEFAULT_MAX_CHUNK_BYTES = 24 * 1024 * 1024
+DEFAULT_MAX_CHUNKS = 10
+
 #: One serialized object, what the writer stores or sends: ``(stream, buffers, lend)``.
 #: A plain tuple: it is made once per message on the hot path.
 Pickled = tuple[bytes, list[memoryview], bool]
