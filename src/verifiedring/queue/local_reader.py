@@ -10,9 +10,11 @@ state for it (FRAME, RUN): the next one goes on from there.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import weakref
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import zmq
@@ -71,6 +73,13 @@ class LocalReader(OverflowReader, QueueReader):
                 self._arena = ArenaReader(arena, self.local_reader_ranks.index(rank))
             self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)
             self._run = self._runs.run
+            #: Called after each message taken from the ring (a pluggable sleeper's clock).
+            self.on_read: Callable[[], None] | None = None
+            #: What a one-chunk message becomes: its object; acquire_read's: its chunk.
+            self._load_inline: Callable[[memoryview, tuple[int, int, int, int]], Any] = (
+                _load_inline
+            )
+            self._lent = False  # the chunk of the message just dequeued is still taken
         except BaseException:
             if sock is not None:
                 sock.close(linger=0)
@@ -126,26 +135,75 @@ class LocalReader(OverflowReader, QueueReader):
                 if kind in _INLINE_KINDS:
                     self._seq = seq + 1  # consumed before it is decoded
                     try:
-                        got = _load_inline(chunk, header)
+                        got = self._load_inline(chunk, header)
                     except DecodeError as exc:
                         got = self._named(exc)
                         raise got from exc.cause
                     return got
-                if kind == wire.RUN_FIRST:
-                    self._seq = seq + 1  # consumed before it is decoded
-                    run.begin(seq, chunk, header[2])
-                else:
-                    self._pending = seq  # the chunk is released now; the frame is awaited
-                    self._state = ReaderState.FRAME
+                self._begin_large(chunk, header)
             finally:
-                if not run.active:
+                if not run.active and not self._lent:
                     cursor.release()
+                on_read = self.on_read
+                if on_read is not None:
+                    on_read()
         finally:
             if obs is not None:
                 obs.end(self._actor, READER_TAKE_CHUNK, seq, got, _KIND_NAMES.get(kind, ""))
         if run.active:
             return self._load_run()
         return self._take_frame(seq, deadline)  # the marker's
+
+    def _begin_large(self, chunk: memoryview, header: tuple[int, int, int, int]) -> None:
+        """The chunk starts a run (the run holds it on), or is an overflow marker (its
+        frame is awaited)."""
+        kind, seq = header[0], header[1]
+        if kind == wire.RUN_FIRST:
+            self._seq = seq + 1  # consumed before it is decoded
+            self._run.begin(seq, chunk, header[2])
+        else:
+            self._pending = seq  # the chunk is released now; the frame is awaited
+            self._state = ReaderState.FRAME
+
+    @contextlib.contextmanager
+    def acquire_read(
+        self, timeout: float | None = None, indefinite: bool = False
+    ) -> Iterator[memoryview]:
+        """vLLM's buffer API: the next message's ring chunk in place, read-only (the
+        bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
+        object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
+        the chunk (the writer may reuse it), also when the body raises. A message that
+        is not in one chunk (an overflow frame, a run) is consumed and raises
+        :class:`MisuseError` naming its type: ``dequeue()`` it."""
+        self._load_inline = self._lend
+        try:
+            got = self.dequeue(timeout, indefinite=indefinite)
+        finally:
+            self._load_inline = _load_inline
+        if not self._lent:
+            raise MisuseError(
+                f"{self._who()}: acquire_read() got message seq {self._seq - 1}, a "
+                f"{type(got).__qualname__} that does not fit one ring chunk (an overflow "
+                "frame or a run); it was consumed (use dequeue())"
+            )
+        try:
+            yield got
+        finally:
+            self._lent = False
+            try:
+                self._cursor.release()
+            finally:
+                with contextlib.suppress(BufferError):  # the caller kept a view of it
+                    got.release()
+
+    def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
+        """acquire_read's one-chunk message: its chunk stays taken, read in place."""
+        self._lent = True
+        return chunk[wire.HEADER_BYTES :].toreadonly()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self._cursor.cut_sleep()  # a dequeue blocked in another thread re-checks now
 
     def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
         """A dequeue after one left unfinished: the pending frame, or the run's rest."""

@@ -283,9 +283,10 @@ class MessageQueue:
     def acquire_read(
         self, timeout: float | None = None, indefinite: bool = False
     ) -> Iterator[memoryview]:
-        """vLLM's buffer API, reader: the next message's bytes, read-only. The message
-        must have been written with :meth:`acquire_write` (or be a ``bytes``); any
-        other object is consumed and raises :class:`MisuseError` naming its type."""
+        """vLLM's buffer API, reader (a local reader reads the ring chunk in place:
+        :meth:`.LocalReader.acquire_read`): the next message's bytes, read-only. The
+        message must have been written with :meth:`acquire_write` (or be a ``bytes``);
+        any other object is consumed and raises :class:`MisuseError` naming its type."""
         obj = self.dequeue(timeout, indefinite=indefinite)
         if not isinstance(obj, (bytes, bytearray)):
             raise MisuseError(
