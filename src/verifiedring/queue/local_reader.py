@@ -173,19 +173,17 @@ class LocalReader(OverflowReader, QueueReader):
         bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
         object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
         the chunk (the writer may reuse it), also when the body raises. A message that
-        is not in one chunk (an overflow frame, a run) is consumed and raises
-        :class:`MisuseError` naming its type: ``dequeue()`` it."""
+        is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
+        yielded read-only, any other raises :class:`MisuseError` naming its type."""
         self._load_inline = self._lend
         try:
             got = self.dequeue(timeout, indefinite=indefinite)
         finally:
             self._load_inline = _load_inline
-        if not self._lent:
-            raise MisuseError(
-                f"{self._who()}: acquire_read() got message seq {self._seq - 1}, a "
-                f"{type(got).__qualname__} that does not fit one ring chunk (an overflow "
-                "frame or a run); it was consumed (use dequeue())"
-            )
+        if not self._lent:  # not in one chunk: as a remote reader's, bytes or refused
+            with self._bytes_view(got) as view:
+                yield view
+            return
         try:
             yield got
         finally:
