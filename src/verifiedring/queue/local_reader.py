@@ -60,7 +60,7 @@ class LocalReader(OverflowReader, QueueReader):
         self.max_chunk_bytes = bh.max_chunk_bytes
         self.max_chunks = bh.max_chunks
         self._init_overflow()
-        self._check_ring(handle, bh)
+        _check_ring(self, handle, bh)
         self._ring = ShmRingBuffer.attach(bh)
         sock: zmq.Socket[Any] | None = None
         try:
@@ -86,28 +86,6 @@ class LocalReader(OverflowReader, QueueReader):
             self._ring.close()
             raise
         self._closed = False
-
-    def _check_ring(self, handle: Handle, bh: RingHandle) -> None:
-        """The handle's ring is the writer's (tag) and the segment has its size."""
-        arena = handle.tensor_arena_handle
-        if not hmac.compare_digest(ring_tag(self._signer, bh, arena), handle.ring_tag):
-            raise BrokenPeerError(
-                f"{self._who()}: the handle's ring (segment {bh.name!r}, n_reader="
-                f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
-                f"{bh.max_chunks}, arena {arena}) is not the geometry the writer created: "
-                "handle altered"
-            )
-        expected = bh.layout.total_bytes
-        try:
-            actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
-        except FileNotFoundError:
-            actual = None  # attach reports a missing segment
-        if actual is not None and actual != expected:
-            raise BrokenPeerError(
-                f"segment {bh.name!r} has {actual} bytes but the handle's geometry "
-                f"(n_reader={bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, "
-                f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
-            )
 
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
@@ -298,3 +276,26 @@ class LocalReader(OverflowReader, QueueReader):
         self._ring.close()
         if self._arena is not None:
             self._arena.close()
+
+
+def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:
+    """The handle's ring is ``reader``'s writer's (tag) and the segment has its size."""
+    arena = handle.tensor_arena_handle
+    if not hmac.compare_digest(ring_tag(reader._signer, bh, arena), handle.ring_tag):
+        raise BrokenPeerError(
+            f"{reader._who()}: the handle's ring (segment {bh.name!r}, n_reader="
+            f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
+            f"{bh.max_chunks}, arena {arena}) is not the geometry the writer created: "
+            "handle altered"
+        )
+    expected = bh.layout.total_bytes
+    try:
+        actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
+    except FileNotFoundError:
+        actual = None  # attach reports a missing segment
+    if actual is not None and actual != expected:
+        raise BrokenPeerError(
+            f"segment {bh.name!r} has {actual} bytes but the handle's geometry "
+            f"(n_reader={bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, "
+            f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
+        )
