@@ -141,6 +141,12 @@ class StallLog:
         self._began = _monotonic()
         self._next = self._began + interval
 
+    def since(self, began: float) -> None:
+        """Count the wait from ``began`` (its call's start): the first line is due one
+        interval after it."""
+        self._began = began
+        self._next = began + self._interval
+
     def due(self, now: float) -> bool:
         """Whether a line is due at ``now`` (an interval has passed since the last one,
         or the start); if so, the next is due one interval later."""
@@ -255,15 +261,17 @@ def wait_for(
     if spin > 0 and _spin_batch(poll):  # most hand-offs end here, before any clock read
         return
     log = stall()
+    if deadline.at is not None:
+        log.since(deadline.started)  # the call's time counts, its spin included
     start = _monotonic()
     next_watch = start
     sleep = FIRST_SLEEP
     while True:
         now = _monotonic()
+        log.tick(now)  # first: a wait that outlasted an interval logs, also as it times out
         at = deadline.at
         if at is not None and now >= at:
             raise on_timeout(deadline.elapsed())
-        log.tick(now)
         if watch is not None and now >= next_watch:
             watch()
             next_watch = now + WATCH_INTERVAL

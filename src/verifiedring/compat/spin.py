@@ -26,7 +26,7 @@ import zmq
 from ..errors import MisuseError, RingTimeoutError
 from ..queue.local_reader import LocalReader
 from ..ring import ReaderCursor
-from ..waiting import SPIN_SECONDS, Deadline, StallLog, block_seconds, to_ms
+from ..waiting import Deadline, StallLog, block_seconds, to_ms
 
 #: The longest one idle block lasts: the reader's dead-writer watch runs between blocks.
 WATCH_BOUND = 0.5
@@ -91,7 +91,8 @@ class SpinCondition:
     one local reader's waits (see the module's docstring)."""
 
     is_reader = True
-    spin_seconds = SPIN_SECONDS
+    #: No spin of the core's first: a busy reader's yields are its ``wait`` calls.
+    spin_seconds = 0.0
 
     def __init__(self, cursor: ReaderCursor, futex: bool) -> None:
         self.cursor = cursor
