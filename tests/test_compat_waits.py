@@ -7,8 +7,11 @@ import logging
 import os
 import pickle
 import re
+import signal
+import socket
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,6 +30,7 @@ from verifiedring.compat import spin
 from verifiedring.compat import vllm as shim
 from verifiedring.queue import wire
 from verifiedring.testing import wait_blocked
+from verifiedring.testing.launcher import Supervisor, Task, channel
 
 T = 10.0
 
@@ -381,3 +385,32 @@ def test_a_reader_stall_logs_vllms_line_at_info_once_per_interval(
     finally:
         r.close()
         w.close()
+
+
+# --- the dead-writer watch still runs between idle blocks --------------------------------
+
+
+def _writer_proc() -> None:
+    with MessageQueue(1, 1, max_chunks=2) as w:
+        channel().send(w.export_handle())
+        w.wait_until_ready(T)
+        w.enqueue("first", timeout=T)
+        time.sleep(T)  # the test kills this process here
+
+
+def test_an_idle_reader_names_a_killed_writer_despite_a_long_recheck_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shim, "SHM_READER_RECHECK_INTERVAL_MS", 60_000)
+    with Supervisor([Task(_writer_proc, (), name="writer")]) as run:
+        pid = run.pid("writer")
+        with MessageQueue.create_from_handle(run.channel("writer").recv(T), 0) as r:
+            r.wait_until_ready(T)
+            assert r.dequeue(T) == "first"
+            sc = r._spin_condition  # type: ignore[attr-defined]
+            sc.last_read = 0
+            run.signal("writer", signal.SIGKILL)
+            t, out = _in_thread(lambda: r.dequeue(None))
+            t.join(4.0)  # blocks of at most WATCH_BOUND (0.5 s), then LOST_GRACE (0.5 s): ~1 s
+            assert not t.is_alive() and len(out) == 1 and isinstance(out[0], BrokenPeerError)
+            assert f"the writer (pid {pid} on host {socket.gethostname()}) is gone" in str(out[0])
