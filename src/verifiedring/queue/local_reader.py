@@ -179,7 +179,9 @@ class LocalReader(OverflowReader, QueueReader):
 
     def shutdown(self) -> None:
         super().shutdown()
-        self._cursor.cut_sleep()  # a dequeue blocked in another thread re-checks now
+        # A dequeue blocked in another thread re-checks now and raises CancelledError:
+        # its ReaderBlock ends early, as a timeout ends it (no spec step of its own).
+        self._cursor.cut_sleep()
 
     def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
         """A dequeue after one left unfinished: the pending frame, or the run's rest."""
