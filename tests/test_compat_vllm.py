@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 import sys
 import threading
 import types
@@ -23,6 +24,7 @@ from verifiedring import (
 from verifiedring.compat import vllm as shim
 from verifiedring.distributed.group import create_from_process_group
 from verifiedring.queue.wire import HEADER_BYTES
+from verifiedring.testing import wait_blocked
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -78,22 +80,45 @@ def _blocked(call: Callable[[], Any]) -> tuple[threading.Thread, list[BaseExcept
     return t, raised
 
 
-@pytest.mark.parametrize("n_remote", [0, 1], ids=["local", "remote"])
-def test_death_monitor_shutdown_wakes_a_busy_loop_reader(n_remote: int) -> None:
+def test_death_monitor_shutdown_wakes_a_busy_loop_reader() -> None:
     """The worker's busy loop blocks in dequeue(indefinite=True); the death monitor
-    thread calls shutdown() on that reader: the dequeue raises (a RuntimeError)."""
-    w, r = _pair(n_remote)
+    thread calls shutdown() on that (local) reader: the dequeue raises at once, a
+    RuntimeError saying "cancelled". As vLLM's, a message published after still comes
+    out; a dequeue that would wait is cancelled."""
+    w, r = _pair()
     try:
         t, raised = _blocked(lambda: r.dequeue(indefinite=True))
-        t.join(0.3)
-        assert t.is_alive()  # really blocked
+        wait_blocked(t, T)  # really blocked
         r.shutdown()  # from this (another) thread
         t.join(T)
         assert not t.is_alive()
         assert len(raised) == 1 and isinstance(raised[0], CancelledError)
-        assert isinstance(raised[0], RuntimeError)
+        assert isinstance(raised[0], RuntimeError) and "cancelled" in str(raised[0])
         assert r.shutting_down
-        with pytest.raises(RuntimeError):
+        w.enqueue("published after the shutdown")
+        assert r.dequeue(timeout=T) == "published after the shutdown"
+        with pytest.raises(CancelledError, match="cancelled: shutdown"):
+            r.dequeue(timeout=0)
+    finally:
+        r.close()
+        w.close()
+
+
+def test_a_remote_readers_shutdown_wakes_nothing() -> None:
+    """vLLM's remote reader: shutdown() sets shutting_down only; the blocked dequeue
+    goes on and returns the next message, later ones time out as before."""
+    w, r = _pair(n_remote=1)
+    try:
+        got: list[Any] = []
+        t, raised = _blocked(lambda: got.append(r.dequeue(timeout=T)))
+        wait_blocked(t, T)
+        r.shutdown()
+        wait_blocked(t, T)  # still blocked in its wait (it raises if the thread ended)
+        assert r.shutting_down and raised == []
+        w.enqueue("still delivered")
+        t.join(T)
+        assert (got, raised) == (["still delivered"], [])
+        with pytest.raises(RingTimeoutError):
             r.dequeue(timeout=0)
     finally:
         r.close()
@@ -281,8 +306,10 @@ def test_acquire_write_and_acquire_read_on_the_queue() -> None:
             with pytest.raises(RingTimeoutError):
                 r.dequeue(timeout=0.05)
         w.enqueue({"not": "bytes"}, timeout=10)
-        with pytest.raises(MisuseError, match="type dict"), readers[0].acquire_read(timeout=10):
-            pass
+        with readers[0].acquire_read(timeout=10) as got:  # a local reader: any chunk, raw
+            assert got.readonly and pickle.loads(got) == {"not": "bytes"}
+        with pytest.raises(MisuseError, match="type dict"), readers[1].acquire_read(timeout=10):
+            pass  # a remote reader has no chunk: bytes only
         with pytest.raises(MisuseError, match="acquire_write"), readers[0].acquire_write():
             pass
     finally:

@@ -321,9 +321,14 @@ class Setting:
 
 
 SETTINGS = [
-    Setting("README.md", "within 0.1 s",
-            "a blocked dequeue looks for a cancel every watch interval",
-            ("verifiedring.waiting", "WATCH_INTERVAL", 0.1)),
+    Setting("README.md", "a 1 ms spin, then the futex", "the reader's spin before it blocks",
+            ("verifiedring.waiting", "SPIN_SECONDS", 1e-3)),
+    Setting("README.md", "(default 1 s,", "vLLM's busy_loop_s default",
+            ("verifiedring.compat.spin", "BUSY_LOOP_S", 1.0)),
+    Setting("README.md", "**capped at 0.5 s**", "one idle block's bound: the dead-writer watch",
+            ("verifiedring.compat.spin", "WATCH_BOUND", 0.5)),
+    Setting("README.md", "(capped at 0.5 s, as above)", "the same bound",
+            ("verifiedring.compat.spin", "WATCH_BOUND", 0.5)),
     Setting("README.md", "`linger` = 5 s", "close()'s default linger",
             ("verifiedring.queue.writer", "DEFAULT_LINGER", 5.0)),
     Setting("README.md", "its `linger` (5 s)", "close()'s default linger",

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -39,6 +40,7 @@ from verifiedring.steps import (
     WRITER_PUBLISH,
 )
 from verifiedring.testing.probe import FlagProbe, RecordingObserver
+from verifiedring.waiting import Deadline, StallLog, wait_for
 
 CHUNK = 32
 
@@ -275,6 +277,28 @@ def test_long_wait_logs_who_has_not_read(caplog: pytest.LogCaptureFixture) -> No
     finally:
         rring.close()
         ring.close()
+
+
+def test_a_wait_whose_spin_outlasts_interval_and_timeout_still_logs_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The stall line counts the call's time, its spin included, and is due before the
+    timeout is raised: a slow spin (a loaded machine) cannot hide a stall."""
+    def slow_poll() -> bool:
+        time.sleep(0.005)  # 16 of them: the spin outlasts both bounds below
+        return False
+
+    with (
+        caplog.at_level(logging.WARNING, logger="verifiedring"),
+        pytest.raises(RingTimeoutError),
+    ):
+        wait_for(
+            slow_poll, Deadline.after(0.02), lambda: StallLog(lambda: "the test's wait", 0.01),
+            lambda waited: RingTimeoutError(f"timed out after {waited:.3f} s"),
+        )
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].endswith(" s: the test's wait")
+    assert lines[0].startswith(f"pid {os.getpid()} still waiting after 0.")
 
 
 # -- misuse --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .errors import ClosedError, MisuseError, RingTimeoutError
 from .layout import WRITTEN_POSITION
 from .steps import StepObserver
-from .waiting import StallLog
+from .waiting import StallLog, futex_wake
 
 if TYPE_CHECKING:
     from .reservation import PageReserver
@@ -140,6 +140,15 @@ class ReaderSide(Cursor):
 
     reader: int
     _own: int  # its read flag's position in a chunk's flag block
+    _address: int  # its sleep word's address (0: it never blocks on the futex)
+
+    def cut_sleep(self) -> None:
+        """End this reader's block now, from another thread (``shutdown()``): a
+        ReaderBlock ending early, as its timeout ends it -- no spec step, no store (the
+        reader re-checks and ends its sleep as after a timeout). A wake landing between
+        the re-check and the block is lost; the block's bound ends that block."""
+        if self._address:
+            futex_wake(self._address)
 
     def _describe_wait(self) -> str:
         return (

@@ -56,9 +56,10 @@ class ClosedError(VerifiedRingError):
 
 
 class CancelledError(VerifiedRingError, RuntimeError):
-    """A blocked call was woken by ``shutdown()`` on its queue end (another thread) or
-    by its ``cancel`` event. Not a :class:`ClosedError`: ``except ClosedError`` does
-    not swallow a cancel. A ``RuntimeError``, as vLLM's woken readers raise."""
+    """A wait was cancelled: by ``shutdown()`` on its local reader (a blocked call is
+    woken; after it, any call that would wait) or by its ``cancel`` event. Not a
+    :class:`ClosedError`: ``except ClosedError`` does not swallow a cancel. A
+    ``RuntimeError`` saying "cancelled", as vLLM's woken readers raise."""
 
 
 class BrokenPeerError(VerifiedRingError):

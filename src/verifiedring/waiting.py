@@ -68,9 +68,11 @@ __all__ = [
     "Deadline",
     "Sleeper",
     "StallLog",
+    "block_seconds",
     "buffer_address",
     "futex_wait",
     "futex_wake",
+    "to_ms",
     "wait_for",
     "wait_readable",
 ]
@@ -151,14 +153,27 @@ class StallLog:
         self._began = _monotonic()
         self._next = self._began + interval
 
-    def tick(self, now: float) -> None:
-        """Log if an interval has passed since the last line (or the start)."""
+    def since(self, began: float) -> None:
+        """Count the wait from ``began`` (its call's start): the first line is due one
+        interval after it."""
+        self._began = began
+        self._next = began + self._interval
+
+    def due(self, now: float) -> bool:
+        """Whether a line is due at ``now`` (an interval has passed since the last one,
+        or the start); if so, the next is due one interval later."""
         if now >= self._next:
+            self._next = now + self._interval
+            return True
+        return False
+
+    def tick(self, now: float) -> None:
+        """Log if a line is due (:meth:`due`)."""
+        if self.due(now):
             logger.warning(
                 STALL_MESSAGE,
                 os.getpid(), now - self._began, self._describe(),
             )
-            self._next = now + self._interval
 
     def next_at(self) -> float:
         """When the next line is due."""
@@ -168,8 +183,15 @@ class StallLog:
 class Sleeper(Protocol):
     """What :func:`wait_for` blocks in once it has spun ``spin_seconds``."""
 
-    spin_seconds: float
-    max_block: float
+    @property
+    def spin_seconds(self) -> float:
+        """How long a wait spins before its first block."""
+        ...
+
+    @property
+    def max_block(self) -> float:
+        """The longest one block lasts."""
+        ...
 
     def sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
         """Announce the sleep, re-check with ``poll``, and unless it is true block
@@ -191,6 +213,22 @@ def _spin_batch(poll: Callable[[], bool]) -> bool:
     return False
 
 
+def block_seconds(now: float, at: float | None, next_log: float, cap: float) -> float:
+    """How long one block may last from ``now``: ``cap`` seconds, at most until the
+    next stall line ``next_log`` and the deadline ``at`` (never negative). ``cap``
+    binding is returned exactly, so a whole number of ms stays one (:func:`to_ms`)."""
+    bound = min(cap, next_log - now)
+    if at is not None:
+        bound = min(bound, at - now)
+    return max(bound, 0.0)
+
+
+def to_ms(seconds: float) -> int:
+    """``seconds`` as whole milliseconds, rounded up (a block ends at or after its
+    bound), up to float noise: ``to_ms(0.007) == 7``."""
+    return max(math.ceil(seconds * 1000 - 1e-6), 0)
+
+
 def _block(
     sleeper: Sleeper,
     poll: Callable[[], bool],
@@ -199,14 +237,13 @@ def _block(
     at: float | None,
     next_watch: float | None,
 ) -> bool:
-    """One block in ``sleeper``, bounded by the next stall log line, ``max_block``, the
-    deadline ``at`` and the next watch; then whether ``poll()`` is true."""
-    until = min(log.next_at(), now + sleeper.max_block)
-    if at is not None:
-        until = min(until, at)
+    """One block in ``sleeper``, bounded by :func:`block_seconds` (the next stall log
+    line, ``max_block``, the deadline ``at``) and the next watch; then whether
+    ``poll()`` is true."""
+    cap = sleeper.max_block
     if next_watch is not None:
-        until = min(until, next_watch)
-    return sleeper.sleep(poll, max(until - now, 0.0)) or poll()
+        cap = min(cap, next_watch - now)
+    return sleeper.sleep(poll, block_seconds(now, at, log.next_at(), cap)) or poll()
 
 
 def _nap(poll: Callable[[], bool], sleep: float, now: float, at: float | None) -> bool:
@@ -236,15 +273,17 @@ def wait_for(
     if spin > 0 and _spin_batch(poll):  # most hand-offs end here, before any clock read
         return
     log = stall()
+    if deadline.at is not None:
+        log.since(deadline.started)  # the call's time counts, its spin included
     start = _monotonic()
     next_watch = start
     sleep = FIRST_SLEEP
     while True:
         now = _monotonic()
+        log.tick(now)  # first: a wait that outlasted an interval logs, also as it times out
         at = deadline.at
         if at is not None and now >= at:
             raise on_timeout(deadline.elapsed())
-        log.tick(now)
         if watch is not None and now >= next_watch:
             watch()
             next_watch = now + WATCH_INTERVAL

@@ -25,6 +25,9 @@ attribute                   value (vLLM's meaning)
 ``remote_socket``           the TCP XPUB (writer) / SUB (remote reader)
 ``tensor_arena``            the writer's / a local reader's tensor arena as a
                             ``ShmTensorArena`` (:mod:`.tensor_arena`)
+``_spin_condition``         a local reader's :class:`.spin.SpinCondition` (read
+                            first: plugged into its waits); the writer's
+                            stand-in (with local readers); otherwise ``None``
 ==========================  =================================================
 
 ``ShmRingBuffer.get_metadata(idx)`` / ``get_data(idx)`` are context managers
@@ -44,6 +47,7 @@ from ..queue.message_queue import MessageQueue
 from ..queue.remote_reader import RemoteReader
 from ..queue.writer import QueueWriter
 from ..ring import ShmRingBuffer
+from .spin import reader_spin_condition, writer_spin_condition
 from .tensor_arena import facade_of
 
 __all__ = ["add_vllm_attributes"]
@@ -70,6 +74,7 @@ _COMMON: dict[str, Callable[[Any], Any]] = {
     "local_socket": lambda q: None,
     "remote_socket": lambda q: None,
     "tensor_arena": lambda q: None,
+    "_spin_condition": lambda q: None,
 }
 _PER_ROLE: dict[type, dict[str, Callable[[Any], Any]]] = {
     QueueWriter: {
@@ -79,6 +84,7 @@ _PER_ROLE: dict[type, dict[str, Callable[[Any], Any]]] = {
         "local_socket": _writer_local(lambda t: t.frames.endpoint.socket, None),
         "remote_socket": lambda w: None if w._remote is None else w._remote.socket,
         "tensor_arena": _writer_local(lambda t: facade_of(t.arena), None),
+        "_spin_condition": lambda w: None if w._local is None else writer_spin_condition(w),
     },
     LocalReader: {
         "buffer": lambda r: r._ring,
@@ -86,6 +92,7 @@ _PER_ROLE: dict[type, dict[str, Callable[[Any], Any]]] = {
         "local_reader_rank": lambda r: r.local_reader_ranks.index(r.rank),
         "local_socket": lambda r: r._sock,
         "tensor_arena": lambda r: facade_of(r._arena),
+        "_spin_condition": reader_spin_condition,
     },
     RemoteReader: {"remote_socket": lambda r: r._sock},
 }

@@ -19,6 +19,12 @@ makes the queue read the names engines' tests patch, at call time:
 * ``_reduce_tensor`` (the queue's one tensor rule, re-exported): what ``enqueue``
   calls for each tensor the arena declines. Queue readers' arenas enter
   ``_TENSOR_ARENAS`` as they attach (vLLM's arena names: :mod:`.tensor_arena`).
+* ``SHM_READER_RECHECK_INTERVAL_MS`` (and the warning interval): how long one idle
+  block of a local reader lasts at most (:mod:`.spin`), read at every block.
+
+A stalled wait logs at vLLM's level (INFO) in vLLM's words ("No available shared
+memory broadcast block found in N seconds", N the warning interval), with
+verifiedring's detail after them.
 
 Importing this module adds vLLM's queue attributes (:mod:`.attributes`) and the
 static ``MessageQueue.recv``. The differences from vLLM's behaviour are in the
@@ -46,8 +52,10 @@ from ..queue.serialization import reduce_tensor as _reduce_tensor
 from ..queue.serialization import use_tensor_reducer
 from ..ring import ShmRingBuffer
 from ..shm import SHM_DIR, no_room, use_room_check
+from ..waiting import STALL_MESSAGE
+from . import spin
 from .attributes import add_vllm_attributes
-from .logs import forward_to, stop_forwarding
+from .logs import StallWording, forward_to, stop_forwarding
 from .tensor_arena import _ARENA_MIN_BYTES, _TENSOR_ARENAS, ShmTensorArena, _ArenaPickler
 from .tensor_arena import register as _register_reader_arena
 
@@ -61,9 +69,17 @@ VLLM_RINGBUFFER_WARNING_INTERVAL = int(os.environ.get("VLLM_RINGBUFFER_WARNING_I
 SGLANG_RINGBUFFER_WARNING_INTERVAL = int(
     os.environ.get("SGLANG_RINGBUFFER_WARNING_INTERVAL", "60")
 )
+#: The most milliseconds an idle local reader blocks before it re-reads the ring.
+SHM_READER_RECHECK_INTERVAL_MS = 5000
+#: A stalled wait, in vLLM's words (its interval, then verifiedring's detail).
+VLLM_STALL_MESSAGE = (
+    "No available shared memory broadcast block found in %d seconds (the warning "
+    "interval): a peer process is hung or busy with long work; " + STALL_MESSAGE
+)
 __all__ = [
     "SGLANG_RINGBUFFER_WARNING_INTERVAL",
     "SHM_PATH",
+    "SHM_READER_RECHECK_INTERVAL_MS",
     "VLLM_RINGBUFFER_WARNING_INTERVAL",
     "_ARENA_MIN_BYTES",
     "_TENSOR_ARENAS",
@@ -113,6 +129,21 @@ def _warning_interval() -> float:
     return float(value)
 
 
+def _recheck_ms() -> float:
+    value = _me.SHM_READER_RECHECK_INTERVAL_MS
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise MisuseError(f"SHM_READER_RECHECK_INTERVAL_MS={value!r} must be a number > 0")
+    return float(value)
+
+
+def _vllm_stall(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    return VLLM_STALL_MESSAGE, (int(_warning_interval()), *args)
+
+
+#: Per engine: how it words a stalled wait (``None``: verifiedring's words).
+_WORDING: dict[str, StallWording | None] = {"vllm": _vllm_stall, "sglang": None}
+
+
 def recv(socket: Any, timeout: float | None) -> Any:
     """vLLM's static ``MessageQueue.recv``: the next multipart message on the zmq
     ``socket``, unpickled with its other parts as out-of-band buffers. ``timeout``
@@ -150,7 +181,7 @@ def install(engine: str = "vllm") -> ModuleType:
     _queue_module.use_log_interval(_warning_interval)
     use_tensor_reducer(_reduce_by_name)
     _arena_module.use_attach_hook(_register_reader_arena)
-    forward_to(*ENGINES[engine])
+    forward_to(*ENGINES[engine], _WORDING[engine])
     return _me
 
 
@@ -218,5 +249,8 @@ def uninstall() -> None:
 
 
 add_vllm_attributes()
+spin.use_sources(_recheck_ms, _warning_interval)
 if "recv" not in MessageQueue.__dict__:
     MessageQueue.recv = staticmethod(recv)  # type: ignore[attr-defined]
+if "ReadTimeoutWithWarnings" not in MessageQueue.__dict__:
+    MessageQueue.ReadTimeoutWithWarnings = spin.ReadTimeoutWithWarnings  # type: ignore[attr-defined]

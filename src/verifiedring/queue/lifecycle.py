@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-from ..errors import BrokenPeerError, CancelledError, ClosedError, MisuseError
+from ..errors import BrokenPeerError, ClosedError, MisuseError
 
 
 class WriterState(enum.Enum):
@@ -38,7 +38,6 @@ class ReaderState(enum.Enum):
     RUN = "run"  # a run was left mid-way: the next dequeue skips its rest
     CLOSED = "closed"  # every message received after SHUTDOWN, or close()
     BROKEN = "broken"  # a message out of place, or the writer is gone
-    CANCELLED = "cancelled"  # shutdown() on this reader (the code's own)
 
 
 #: The error each refusing state raises; the reason says why the end is there.
@@ -53,7 +52,6 @@ _ERRORS: dict[enum.Enum, type[Exception]] = {
     ReaderState.INIT: MisuseError,
     ReaderState.CLOSED: ClosedError,
     ReaderState.BROKEN: BrokenPeerError,
-    ReaderState.CANCELLED: CancelledError,
 }
 
 

@@ -10,9 +10,11 @@ state for it (FRAME, RUN): the next one goes on from there.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import weakref
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import zmq
@@ -58,7 +60,7 @@ class LocalReader(OverflowReader, QueueReader):
         self.max_chunk_bytes = bh.max_chunk_bytes
         self.max_chunks = bh.max_chunks
         self._init_overflow()
-        self._check_ring(handle, bh)
+        _check_ring(self, handle, bh)
         self._ring = ShmRingBuffer.attach(bh)
         sock: zmq.Socket[Any] | None = None
         try:
@@ -71,6 +73,13 @@ class LocalReader(OverflowReader, QueueReader):
             )
             self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)
             self._run = self._runs.run
+            #: Called after each message taken from the ring (a pluggable sleeper's clock).
+            self.on_read: Callable[[], None] | None = None
+            #: What a one-chunk message becomes: its object; acquire_read's: its chunk.
+            self._load_inline: Callable[[memoryview, tuple[int, int, int, int]], Any] = (
+                _load_inline
+            )
+            self._lent = False  # the chunk of the message just dequeued is still taken
         except BaseException:
             if sock is not None:
                 sock.close(linger=0)
@@ -79,28 +88,6 @@ class LocalReader(OverflowReader, QueueReader):
             self._ring.close()
             raise
         self._closed = False
-
-    def _check_ring(self, handle: Handle, bh: RingHandle) -> None:
-        """The handle's ring is the writer's (tag) and the segment has its size."""
-        arena = handle.tensor_arena_handle
-        if not hmac.compare_digest(ring_tag(self._signer, bh, arena), handle.ring_tag):
-            raise BrokenPeerError(
-                f"{self._who()}: the handle's ring (segment {bh.name!r}, n_reader="
-                f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
-                f"{bh.max_chunks}, arena {arena}) is not the geometry the writer created: "
-                "handle altered"
-            )
-        expected = bh.layout.total_bytes
-        try:
-            actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
-        except FileNotFoundError:
-            actual = None  # attach reports a missing segment
-        if actual is not None and actual != expected:
-            raise BrokenPeerError(
-                f"segment {bh.name!r} has {actual} bytes but the handle's geometry "
-                f"(n_reader={bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, "
-                f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
-            )
 
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
@@ -128,26 +115,75 @@ class LocalReader(OverflowReader, QueueReader):
                 if kind in _INLINE_KINDS:
                     self._seq = seq + 1  # consumed before it is decoded
                     try:
-                        got = _load_inline(chunk, header)
+                        got = self._load_inline(chunk, header)
                     except DecodeError as exc:
                         got = self._named(exc)
                         raise got from exc.cause
                     return got
-                if kind == wire.RUN_FIRST:
-                    self._seq = seq + 1  # consumed before it is decoded
-                    run.begin(seq, chunk, header[2])
-                else:
-                    self._pending = seq  # the chunk is released now; the frame is awaited
-                    self._state = ReaderState.FRAME
+                self._begin_large(chunk, header)
             finally:
-                if not run.active:
+                if not run.active and not self._lent:
                     cursor.release()
+                on_read = self.on_read
+                if on_read is not None:
+                    on_read()
         finally:
             if obs is not None:
                 obs.end(self._actor, READER_TAKE_CHUNK, seq, got, _KIND_NAMES.get(kind, ""))
         if run.active:
             return self._load_run()
         return self._take_frame(seq, deadline)  # the marker's
+
+    def _begin_large(self, chunk: memoryview, header: tuple[int, int, int, int]) -> None:
+        """The chunk starts a run (the run holds it on), or is an overflow marker (its
+        frame is awaited)."""
+        kind, seq = header[0], header[1]
+        if kind == wire.RUN_FIRST:
+            self._seq = seq + 1  # consumed before it is decoded
+            self._run.begin(seq, chunk, header[2])
+        else:
+            self._pending = seq  # the chunk is released now; the frame is awaited
+            self._state = ReaderState.FRAME
+
+    @contextlib.contextmanager
+    def acquire_read(
+        self, timeout: float | None = None, indefinite: bool = False
+    ) -> Iterator[memoryview]:
+        """vLLM's buffer API: the next message's ring chunk in place, read-only (the
+        bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
+        object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
+        the chunk (the writer may reuse it), also when the body raises. A message that
+        is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
+        yielded read-only, any other raises :class:`MisuseError` naming its type."""
+        self._load_inline = self._lend
+        try:
+            got = self.dequeue(timeout, indefinite=indefinite)
+        finally:
+            self._load_inline = _load_inline
+        if not self._lent:  # not in one chunk: as a remote reader's, bytes or refused
+            with self._bytes_view(got) as view:
+                yield view
+            return
+        try:
+            yield got
+        finally:
+            self._lent = False
+            try:
+                self._cursor.release()
+            finally:
+                with contextlib.suppress(BufferError):  # the caller kept a view of it
+                    got.release()
+
+    def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
+        """acquire_read's one-chunk message: its chunk stays taken, read in place."""
+        self._lent = True
+        return chunk[wire.HEADER_BYTES :].toreadonly()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        # A dequeue blocked in another thread re-checks now and raises CancelledError:
+        # its ReaderBlock ends early, as a timeout ends it (no spec step of its own).
+        self._cursor.cut_sleep()
 
     def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
         """A dequeue after one left unfinished: the pending frame, or the run's rest."""
@@ -244,3 +280,26 @@ class LocalReader(OverflowReader, QueueReader):
         self._ring.close()
         if self._arena is not None:
             self._arena.close()
+
+
+def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:
+    """The handle's ring is ``reader``'s writer's (tag) and the segment has its size."""
+    arena = handle.tensor_arena_handle
+    if not hmac.compare_digest(ring_tag(reader._signer, bh, arena), handle.ring_tag):
+        raise BrokenPeerError(
+            f"{reader._who()}: the handle's ring (segment {bh.name!r}, n_reader="
+            f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
+            f"{bh.max_chunks}, arena {arena}) is not the geometry the writer created: "
+            "handle altered"
+        )
+    expected = bh.layout.total_bytes
+    try:
+        actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
+    except FileNotFoundError:
+        actual = None  # attach reports a missing segment
+    if actual is not None and actual != expected:
+        raise BrokenPeerError(
+            f"segment {bh.name!r} has {actual} bytes but the handle's geometry "
+            f"(n_reader={bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, "
+            f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
+        )

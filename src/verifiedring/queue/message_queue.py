@@ -273,17 +273,22 @@ class MessageQueue:
     def acquire_read(
         self, timeout: float | None = None, indefinite: bool = False
     ) -> Iterator[memoryview]:
-        """vLLM's buffer API, reader: the next message's bytes, read-only. The message
-        must have been written with :meth:`acquire_write` (or be a ``bytes``); any
-        other object is consumed and raises :class:`MisuseError` naming its type."""
-        obj = self.dequeue(timeout, indefinite=indefinite)
+        """vLLM's buffer API, reader (a local reader reads the ring chunk in place:
+        :meth:`.LocalReader.acquire_read`): the next message's bytes, read-only. The
+        message must have been written with :meth:`acquire_write` (or be a ``bytes``);
+        any other object is consumed and raises :class:`MisuseError` naming its type."""
+        with self._bytes_view(self.dequeue(timeout, indefinite=indefinite)) as buf:
+            yield buf
+
+    def _bytes_view(self, obj: Any) -> memoryview:
+        """A dequeued object as acquire_read yields it: ``bytes`` read-only, else
+        :class:`MisuseError` (the message was consumed)."""
         if not isinstance(obj, (bytes, bytearray)):
             raise MisuseError(
                 f"{self._who()}: acquire_read() got an object of type {type(obj).__qualname__}"
                 ", not the bytes of an acquire_write(); it was consumed (use dequeue())"
             )
-        with memoryview(obj).toreadonly() as buf:
-            yield buf
+        return memoryview(obj).toreadonly()
 
     def broadcast_object(self, obj: Any = None) -> Any:
         """Writer: enqueue ``obj`` and return it. Reader: return the next object."""

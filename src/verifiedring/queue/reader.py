@@ -6,7 +6,7 @@ import enum
 import math
 import os
 import time
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NoReturn, Protocol
 
 import zmq
 
@@ -51,6 +51,9 @@ class QueueReader(MessageQueue):
     _closed_state: ClassVar[enum.Enum] = ReaderState.CLOSED
     #: The states a dequeue goes on from (besides IDLE): this role's unfinished steps.
     _resumable: ClassVar[frozenset[ReaderState]] = frozenset()
+    #: Whether :meth:`shutdown` cancels this role's waits (a local reader's; as in
+    #: vLLM, a remote reader's shutdown only sets ``shutting_down``).
+    _shutdown_cancels: ClassVar[bool] = True
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None) -> None:
         self.rank = rank
@@ -90,7 +93,8 @@ class QueueReader(MessageQueue):
         """The next object, in the writer's order. Raises :class:`RingTimeoutError`
         after ``timeout`` seconds (retrying is safe), :class:`ClosedError` after
         shutdown, :class:`DecodeError` (message consumed) if it does not unpickle,
-        :class:`CancelledError` when woken by :meth:`shutdown` or ``cancel``,
+        :class:`CancelledError` when it would wait after :meth:`shutdown` (a message
+        already published is still returned) or once ``cancel`` is set,
         :class:`BusyError` while another thread is inside this reader's dequeue.
         ``indefinite=True`` (a worker's busy loop): no stall warnings."""
         if self._busy:
@@ -98,8 +102,8 @@ class QueueReader(MessageQueue):
         self._busy = True
         try:
             state = self._state
-            if (state is not _IDLE and state not in self._resumable) or self.shutting_down:
-                self._not_now()
+            if state is not _IDLE and state not in self._resumable:
+                self._refuse()
             self._cancel = cancel  # consulted only while it waits (as vLLM's)
             self._quiet = indefinite
             arena = self._arena
@@ -124,22 +128,16 @@ class QueueReader(MessageQueue):
         raise NotImplementedError
 
     def shutdown(self) -> None:
-        """Wake this reader: a ``dequeue`` blocked in another thread raises
-        :class:`CancelledError` within ``WATCH_INTERVAL``, and so does every later one."""
+        """Set ``shutting_down`` (vLLM's): from now on a local reader's dequeue that would
+        wait raises :class:`CancelledError` instead, one blocked in another thread at
+        once; a message already published is still returned. A remote reader's waits
+        go on, as vLLM's (only ``cancel`` ends them)."""
         self.shutting_down = True
 
-    def _not_now(self) -> None:
-        """Raise why this reader cannot dequeue now (refused, or shut down)."""
-        state = self._state
-        if state is not _IDLE and state not in self._resumable:
-            self._refuse()
-        self._cancelled()
-
-    def _cancelled(self) -> None:
-        why = "shutdown() was called" if self.shutting_down else "its cancel event was set"
-        if self.shutting_down:
-            self._stop(ReaderState.CANCELLED, "shut down by shutdown() on this reader")
-        raise CancelledError(f"{self._who()}: woken: {why}")
+    def _cancelled(self) -> NoReturn:
+        shut = self.shutting_down and self._shutdown_cancels
+        why = "shutdown() was called" if shut else "its cancel event was set"
+        raise CancelledError(f"{self._who()}: the wait was cancelled: {why}")
 
     def _log_interval(self) -> float:
         return math.inf if self._quiet else self.log_interval
@@ -189,7 +187,9 @@ class QueueReader(MessageQueue):
         """While this reader waits: raise :class:`CancelledError` if woken, or
         :class:`BrokenPeerError` if the writer is gone."""
         cancel = self._cancel
-        if self.shutting_down or (cancel is not None and cancel.is_set()):
+        if (self.shutting_down and self._shutdown_cancels) or (
+            cancel is not None and cancel.is_set()
+        ):
             self._cancelled()
         how = self._writer_lost()
         if how is None:

@@ -31,6 +31,7 @@ class RemoteReader(QueueReader):
 
     is_remote_reader = True
     channel = "remote"
+    _shutdown_cancels = False  # vLLM's remote reader: shutdown() wakes nothing
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
         super().__init__(handle, rank, observer)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import zmq
 
@@ -135,9 +135,13 @@ class OverflowReader:
 
     def _ring_or_shutdown(self) -> bool:
         """The ring's next chunk is ready; every ``SLICE`` also drain the socket
-        (stash frames, note SHUTDOWN: raises :class:`ClosedError` once all is read)."""
+        (stash frames, note SHUTDOWN: raises :class:`ClosedError` once all is read).
+        Not ready after ``shutdown()``: raises :class:`CancelledError` (vLLM checks the
+        ring first, so a published message is still returned)."""
         if self._cursor.poll():
             return True
+        if self.shutting_down:
+            self._cancelled()
         if self._look_at_socket():
             total = self._shutdown_total
             if total is not None:
@@ -189,3 +193,7 @@ class OverflowReader:
         def _saw_shutdown(self, total: int) -> None: ...
 
         def _watch(self) -> None: ...
+
+        shutting_down: bool
+
+        def _cancelled(self) -> NoReturn: ...
