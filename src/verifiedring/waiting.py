@@ -305,16 +305,19 @@ def wait_readable(
     on_timeout: Callable[[float], Exception],
     watch: Callable[[], None] | None = None,
 ) -> None:
-    """Return once ``poll_ms(ms)`` (a poll that blocks at most ``ms``) reports ready."""
+    """Return once ``poll_ms(ms)`` (a poll that blocks at most ``ms``) reports ready.
+    ``watch`` runs before the deadline is checked, so even ``timeout=0`` names a dead
+    peer rather than timing out."""
     while True:
         now = _monotonic()
         at = deadline.at
+        if watch is not None:
+            watch()
         if at is not None and now >= at:
             raise on_timeout(deadline.elapsed())
         log.tick(now)
         until = log.next_at() if at is None else min(at, log.next_at())
         if watch is not None:
-            watch()
             until = min(until, now + WATCH_INTERVAL)
         if poll_ms(max(int((until - now) * 1000) + 1, 1)):
             return

@@ -441,6 +441,61 @@ def writer_stopped_remote() -> Obs:
     return obs
 
 
+def _half_handshaken_writer_proc() -> None:
+    """A writer of two remote readers (a Supervisor task): publish the handle, then wait
+    for the handshake, reporting "seen" once rank 1 has subscribed; rank 2 never comes."""
+    line = channel()
+    w = MessageQueue(2, 0, connect_ip=LOOPBACK, max_chunk_bytes=1024)
+    line.send(w.export_handle())
+    said = False
+    while True:
+        try:
+            w.wait_until_ready(0.05)
+        except RingTimeoutError as exc:
+            if not said and "seen [1]" in str(exc):
+                line.send("seen")
+                said = True
+
+
+def writer_killed_before_the_handshake() -> Obs:
+    """The writer dies after a remote reader subscribed and before READY: that reader's
+    wait_until_ready(None) is told, not left waiting."""
+    obs: Obs = {}
+    with Supervisor([Task(_half_handshaken_writer_proc, (), name="writer")]) as run:
+        line = run.channel("writer")
+        obs["writer_pid"] = run.pid("writer")
+        with MessageQueue.create_from_handle(line.recv(T), 1) as r:
+            assert line.recv(T) == "seen"
+            run.signal("writer", signal.SIGKILL)
+            obs["ready"] = outcome(lambda: r.wait_until_ready(None))
+    return obs
+
+
+def writer_killed_under_polls() -> Obs:
+    """A remote reader polling with dequeue(timeout=0) after its writer was killed is
+    told within the dead-peer bound, as one waiting with a timeout is."""
+    obs: Obs = {}
+    with _writer(local=False) as run:
+        line = run.channel("writer")
+        obs["writer_pid"] = run.pid("writer")
+        with MessageQueue.create_from_handle(line.recv(T), 1) as r:
+            r.wait_until_ready(T)
+            obs["first"] = r.dequeue(T)
+            run.signal("writer", signal.SIGKILL)
+            killed = time.monotonic()
+            polls: list[str] = []
+            while time.monotonic() - killed < BOUND:
+                e = error_of(lambda: r.dequeue(0))
+                polls.append(e["error"] or "message")
+                if e["error"] not in ("RingTimeoutError", None):
+                    obs["error"] = e
+                    break
+                time.sleep(0.05)  # a poller's own pace between polls
+            obs["seconds"] = time.monotonic() - killed
+            obs["polls"] = polls
+    return obs
+
+
 #: How long a remote reader is paused: three times the old (1 s) heartbeat bound.
 READER_PAUSE = 3.0
 

@@ -13,6 +13,32 @@ from faults.drivers import BOUND, HOST
 Note = Callable[[str, float], None]
 
 
+def test_a_writer_killed_before_the_handshake_is_named_to_a_waiting_remote_reader(
+    measured: Note,
+) -> None:
+    obs, run = run_case(drivers.writer_killed_before_the_handshake)
+    d = obs["ready"]
+    assert not d["hung"] and d["error"] == "BrokenPeerError", d
+    assert f"the writer (pid {obs['writer_pid']} on host {HOST}) is gone" in d["message"]
+    assert d["seconds"] < BOUND
+    measured("SIGKILL before READY -> raise", d["seconds"])
+    assert run.left == ()
+
+
+def test_a_remote_reader_polling_with_timeout_zero_learns_its_writer_died(
+    measured: Note,
+) -> None:
+    obs, run = run_case(drivers.writer_killed_under_polls)
+    assert obs["first"] == "first"
+    e = obs.get("error")
+    assert e is not None and e["error"] == "BrokenPeerError", obs["polls"][-5:]
+    assert f"the writer (pid {obs['writer_pid']} on host {HOST}) is gone" in e["message"]
+    assert set(obs["polls"][:-1]) <= {"RingTimeoutError"}
+    assert obs["seconds"] < BOUND
+    measured("SIGKILL -> a poll raises", obs["seconds"])
+    assert run.left == ()
+
+
 def test_a_remote_reader_paused_for_seconds_does_not_break_the_queue(measured: Note) -> None:
     """Before the heartbeat timeout was generous (1 s), the writer closed the paused
     reader's connection: the reader lost frames and the queue broke for good."""

@@ -193,6 +193,7 @@ class QueueReader(MessageQueue):
             self._cancelled()
         how = self._writer_lost()
         if how is None:
+            self._lost_at = None  # back (a reconnect before READY): the grace starts over
             return
         now = time.monotonic()
         if self._lost_at is None:

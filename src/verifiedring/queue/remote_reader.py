@@ -43,10 +43,13 @@ class RemoteReader(QueueReader):
             )
         self._ack_interval = ack_interval(handle.remote_window)
         self._acks_sent = 0
-        self._disconnected = False
+        self._disconnected = False  # a disconnect after READY: the writer is gone for good
+        self._down = False  # the connection is closed now (it has been open before)
         self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window, curve)
         try:
-            self._monitor = self._sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self._monitor = self._sock.get_monitor_socket(
+                zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+            )
             self._ack_sock = ack_push(self._ctx, handle.remote_ack_addr, curve)
         except BaseException:
             self._sock.close(linger=0)
@@ -111,10 +114,15 @@ class RemoteReader(QueueReader):
     def _writer_lost(self) -> str | None:
         """Once READY came, a closed connection means the writer is gone (it died, or
         its heartbeats stopped for the queue's heartbeat timeout): PUB/SUB would lose
-        frames."""
-        if pending_frames(self._monitor) is not None and self._handshaken:
-            self._disconnected = True
-        if self._disconnected:
+        frames. Before READY, it is gone while the connection stays closed (a
+        reconnect within the reader's grace loses nothing: no frame was sent yet)."""
+        while (event := pending_frames(self._monitor)) is not None:
+            if _event_id(event) == zmq.EVENT_DISCONNECTED:
+                self._down = True
+                self._disconnected = self._disconnected or self._handshaken
+            else:  # the CURVE handshake with the writer succeeded: connected (again)
+                self._down = False
+        if self._disconnected or (self._down and not self._handshaken):
             curve = self._handle.curve
             bound = "" if curve is None else f"; heartbeat timeout {curve.heartbeat_timeout_ms} ms"
             return f"the connection to it closed{bound}"
@@ -125,3 +133,9 @@ class RemoteReader(QueueReader):
         self._monitor.close(linger=0)
         self._sock.close(linger=0)
         self._ack_sock.close(linger=0)
+
+
+def _event_id(event: list[zmq.Frame]) -> int:
+    """The event of a socket monitor's message (its first frame: a 16-bit id, then a
+    32-bit value)."""
+    return int.from_bytes(event[0].bytes[:2], "little")
