@@ -58,9 +58,9 @@ _original_create = SharedSegment.create.__func__  # type: ignore[attr-defined]
 
 def _recording_create(
     cls: type[SharedSegment], size: int, name: str | None = None,
-    commit: Sequence[tuple[int, int]] | None = None,
+    commit: Sequence[tuple[int, int]] | None = None, what: str = "the ring's segment",
 ) -> SharedSegment:
-    segment: SharedSegment = _original_create(cls, size, name, commit)
+    segment: SharedSegment = _original_create(cls, size, name, commit, what)
     _created.append(segment.name)
     return segment
 

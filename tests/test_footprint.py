@@ -181,3 +181,39 @@ def test_readers_never_reserve(
             w.enqueue(obj, T)
             assert r.dequeue(T) == obj
     assert [c.args[0] for c in spy.call_args_list] == [writer_fd, writer_fd]
+
+
+def test_a_full_shm_names_the_arena_when_the_arena_does_not_fit() -> None:
+    """The arena's segment is made after the ring's: its room error names it."""
+    from verifiedring.arena import ArenaWriter  # noqa: F401 -- the arena's module is loaded
+
+    real = os.posix_fallocate
+    made: list[int] = []
+
+    def second_fails(fd: int, offset: int, length: int) -> None:
+        made.append(fd)
+        if len(set(made)) > 1:  # the ring's segment is the first one made
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, offset, length)
+
+    with mock.patch("os.posix_fallocate", second_fails), pytest.raises(
+        SharedMemoryFullError, match="the tensor arena's segment"
+    ):
+        MessageQueue(1, 1, max_chunk_bytes=1 << 16, enable_shm_tensor_arena=True,
+                     arena_slots=1, arena_slot_bytes=1 << 20)
+    with MessageQueue(1, 1, max_chunk_bytes=1 << 16) as w:  # nothing left half-built
+        assert w.export_handle().tensor_arena_handle is None
+
+
+def test_no_inode_left_in_shm_is_a_clear_error() -> None:
+    """shm_open fails with ENOSPC when the tmpfs has no inode left (its bytes may be
+    free): a SharedMemoryFullError saying so, not a raw OSError."""
+    import _posixshmem
+
+    def no_inode(*args: Any, **kw: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with mock.patch.object(_posixshmem, "shm_open", no_inode), pytest.raises(
+        SharedMemoryFullError, match="no inode"
+    ):
+        MessageQueue(1, 1, max_chunk_bytes=1 << 16)

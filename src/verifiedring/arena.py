@@ -133,7 +133,7 @@ class ArenaWriter(_Arena):
         for what, value in (("n_slots", n_slots), ("slot_bytes", slot_bytes)):
             require_int(f"tensor arena {what}", value)
         probe = ArenaHandle("", n_reader, n_slots, slot_bytes)
-        segment = SharedSegment.create(probe.total_bytes)
+        segment = SharedSegment.create(probe.total_bytes, what="the tensor arena's segment")
         super().__init__(ArenaHandle(segment.name, n_reader, n_slots, slot_bytes), segment)
         self._next_seq = next_seq
         self._next_slot = 0

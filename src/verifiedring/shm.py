@@ -62,10 +62,15 @@ def no_room(
     size: int, free: int | None, directory: str = SHM_DIR, what: str = "the ring's segment"
 ) -> SharedMemoryFullError:
     mib = 1 << 20
+    if free is not None and free >= size:  # the check passed, the reservation did not
+        why = (f"{free} bytes are reported free, but they could not be reserved (another "
+               "process took them meanwhile, or a memory limit of the container is reached)")
+    else:
+        why = f"{'an unknown number of' if free is None else free} bytes free"
     return SharedMemoryFullError(
         f"Insufficient space in {directory} for {what}: {size} bytes ({size / mib:.1f} MiB) "
-        f"required, {'an unknown number of' if free is None else free} bytes free: shrink "
-        f"max_chunk_bytes * max_chunks or enlarge {directory} (e.g. --shm-size or --ipc=host)"
+        f"required, {why}: shrink max_chunk_bytes * max_chunks or enlarge {directory} "
+        "(e.g. --shm-size or --ipc=host)"
     )
 
 
@@ -131,21 +136,31 @@ class SharedSegment:
     @classmethod
     def create(
         cls, size: int, name: str | None = None,
-        commit: Sequence[tuple[int, int]] | None = None,
+        commit: Sequence[tuple[int, int]] | None = None, what: str = "the ring's segment",
     ) -> SharedSegment:
         """Create a zero-filled segment of ``size`` bytes (fails if ``name`` exists),
         its ``commit`` ranges ``(offset, length)`` backed by pages now (default: all
         of it), the rest sparse. The room check in use (:func:`preflight`) covers
-        all ``size`` bytes, as vLLM's: a segment that could not be filled is refused."""
+        all ``size`` bytes, as vLLM's: a segment that could not be filled is refused.
+        No room (bytes or inodes): :class:`SharedMemoryFullError` naming ``what``."""
         if size < 1:
             raise MisuseError(f"segment size must be >= 1 byte, got {size}")
         reap()
-        preflight(size)
+        preflight(size, what)
         name = name or segment_name()
         ranges = ((0, size),) if commit is None else commit
-        fd = _posixshmem.shm_open(
-            _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE
-        )
+        try:
+            fd = _posixshmem.shm_open(
+                _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE
+            )
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise SharedMemoryFullError(
+                f"no inode left in {SHM_DIR} for {what} (its bytes may be free: see df -i): "
+                "remove what other processes left there (python -m verifiedring cleanup) or "
+                "mount it with more inodes (nr_inodes)"
+            ) from None
         try:
             os.ftruncate(fd, size)
             try:
@@ -154,7 +169,7 @@ class SharedSegment:
             except OSError as exc:
                 if exc.errno not in _NO_ROOM_ERRNOS:
                     raise
-                raise no_room(sum(n for _, n in ranges), free_bytes()) from None
+                raise no_room(sum(n for _, n in ranges), free_bytes(), SHM_DIR, what) from None
         except BaseException:
             os.close(fd)
             _posixshmem.shm_unlink(_tracker_name(name))
