@@ -1,20 +1,33 @@
 """Names on the filesystem that outlive a crash, and how they are reaped.
 
 A ring's segment (``/dev/shm/vr_<pid>_<token>``) and a queue's ipc directory
-(``<tmp>/vr-mq-<pid>-<token>``) carry the creator's pid. They exist only
-until the queue's handshake completes (then every reader has attached and the
-writer removes both names), so a crash can leave one only before that. Each
-create reaps the entries of creators that are no longer alive;
+(``<tmp>/vr-mq-<pid>-<token>``) carry the creator's pid, for people to read.
+They exist only until the queue's handshake completes (then every reader has
+attached and the writer removes both names), so a crash can leave one only
+before that. Each create reaps the entries of creators that are gone;
 ``python -m verifiedring cleanup`` lists and removes them by hand.
+
+Whether a creator is gone is not judged by its pid: processes in other PID
+namespaces (containers sharing ``/dev/shm`` with ``--ipc=host``, pods sharing
+an ``emptyDir``) have pids this one cannot see, or sees as other processes.
+The creator holds an exclusive ``flock`` on each entry (:func:`hold`) from
+right after making it until it closes it; the kernel keeps that lock on the
+file itself, across namespaces, and drops it when the creator exits, however
+it exits. An entry is stale when nobody holds its lock (:func:`in_use`) and it
+is complete: a segment with a size, an ipc directory with its socket in it
+(the creator locks it before either); an empty one is stale only after
+:data:`CREATE_GRACE` seconds, the time it may take a creator to lock it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 
 SHM_DIR = "/dev/shm"
@@ -22,6 +35,8 @@ SEGMENT_PREFIX = "vr_"
 IPC_PREFIX = "vr-mq-"
 _SEGMENT = re.compile(rf"^{SEGMENT_PREFIX}(\d+)_[0-9a-f]+$")
 _IPC = re.compile(rf"^{IPC_PREFIX}(\d+)-[0-9a-f]+$")
+#: How long an empty entry may stay unlocked while its creator is still making it.
+CREATE_GRACE = 10.0
 
 
 def segment_name() -> str:
@@ -29,8 +44,9 @@ def segment_name() -> str:
     return f"{SEGMENT_PREFIX}{os.getpid()}_{secrets.token_hex(8)}"
 
 
-def ipc_directory() -> str:
-    """A fresh private (0700) directory for an ipc endpoint, named with this pid."""
+def ipc_directory() -> tuple[str, int]:
+    """A fresh private (0700) directory for an ipc endpoint, named with this pid, and
+    a descriptor holding its lock (:func:`hold`): close it once the directory is gone."""
     while True:
         path = os.path.join(
             tempfile.gettempdir(), f"{IPC_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
@@ -39,36 +55,60 @@ def ipc_directory() -> str:
             os.mkdir(path, 0o700)
         except FileExistsError:
             continue
-        return path
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            hold(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return path, fd
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` is running (in this pid namespace); an exited process
-    that its parent has not reaped yet (a zombie) is not."""
+def hold(fd: int) -> None:
+    """Mark the entry open on ``fd`` as in use by this process until ``fd`` is closed,
+    by any process in any PID namespace that reads :func:`in_use`."""
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def in_use(path: str) -> bool:
+    """Whether some process holds the lock of the entry at ``path`` (:func:`hold`)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if os.path.isdir(path) else 0)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         return False
-    except PermissionError:
-        pass
+    except OSError:
+        return True  # not ours to open (another user's, or no longer what it was)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True  # no /proc: the signal test is all there is
-    return state not in (b"Z", b"X")
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # and with it the shared lock just taken
+    return False
+
+
+def _complete(path: str) -> bool:
+    """A segment with a size or an ipc directory with its socket, or an empty one
+    older than :data:`CREATE_GRACE` (its creator locks it before filling it)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        filled = bool(os.listdir(path)) if os.path.isdir(path) else st.st_size > 0
+    except OSError:
+        return False
+    return filled or time.time() - st.st_ctime >= CREATE_GRACE
 
 
 @dataclass(frozen=True)
 class Leftover:
-    """One stale entry: its path, and the pid of its (dead) creator."""
+    """One stale entry: its path, and the pid its creator had (in its PID namespace)."""
 
     path: str
     pid: int
 
 
 def stale(shm_dir: str = SHM_DIR, tmp_dir: str | None = None) -> list[Leftover]:
-    """Entries of this library whose creator is no longer alive."""
+    """Entries of this library that nobody holds (see the module's docstring)."""
     out: list[Leftover] = []
     for directory, pattern in ((shm_dir, _SEGMENT), (tmp_dir or tempfile.gettempdir(), _IPC)):
         try:
@@ -77,8 +117,9 @@ def stale(shm_dir: str = SHM_DIR, tmp_dir: str | None = None) -> list[Leftover]:
             continue
         for name in names:
             m = pattern.match(name)
-            if m and not alive(int(m.group(1))):
-                out.append(Leftover(os.path.join(directory, name), int(m.group(1))))
+            path = os.path.join(directory, name)
+            if m and _complete(path) and not in_use(path):
+                out.append(Leftover(path, int(m.group(1))))
     return out
 
 

@@ -171,6 +171,11 @@ class ShmRingBuffer:
         claimed_roles.add(key)
         self._role = role
 
+    def creator_holds(self) -> bool:
+        """Whether the ring's creator (the writer) still has its segment open, seen from
+        any PID namespace (:meth:`~verifiedring.shm.SharedSegment.creator_holds`)."""
+        return self._segment.creator_holds()
+
     def unlink(self) -> None:
         """Creator: remove the segment's name now. Processes that attached keep their
         mapping; none can attach any more, and no crash can leave the name behind."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import _posixshmem
 import contextlib
 import errno
+import fcntl
 import mmap
 import os
 import weakref
@@ -30,7 +31,7 @@ from multiprocessing import resource_tracker
 
 from .cgroup import check_cgroup_memory_available
 from .errors import BrokenPeerError, ClosedError, MisuseError, SharedMemoryFullError
-from .leftovers import SEGMENT_PREFIX, SHM_DIR, reap, segment_name
+from .leftovers import SEGMENT_PREFIX, SHM_DIR, hold, reap, segment_name
 
 NAME_PREFIX = SEGMENT_PREFIX
 SEGMENT_MODE = 0o600
@@ -162,6 +163,7 @@ class SharedSegment:
                 "mount it with more inodes (nr_inodes)"
             ) from None
         try:
+            hold(fd)  # in use from now on, seen from every PID namespace; sized after
             os.ftruncate(fd, size)
             try:
                 for offset, length in ranges:  # these pages now, or a clear error now
@@ -220,6 +222,20 @@ class SharedSegment:
                 f"({os.strerror(exc.errno)}); nothing was stored: free {SHM_DIR} (or the "
                 "memory cgroup) and retry"
             ) from None
+
+    def creator_holds(self) -> bool:
+        """Whether the process that created this segment still has it open (it holds
+        the segment's lock: :func:`~verifiedring.leftovers.hold`), whatever PID
+        namespace it is in. For attached ends only: the creator's own answer is true."""
+        if self.created:
+            return True
+        fd = self._fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
 
     def held_bytes(self) -> int:
         """Bytes of ``/dev/shm`` this segment holds now (its backed pages)."""

@@ -496,6 +496,75 @@ def writer_killed_under_polls() -> Obs:
     return obs
 
 
+#: The writer in a PID namespace of its own (pid 1 there forks it as pid 99999, which
+#: this namespace does not have): a container sharing /dev/shm (--ipc=host).
+_OTHER_PID_NAMESPACE_WRITER = r"""
+import base64, os, pickle, sys
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write("99998")
+pid = os.fork()
+if pid:
+    sys.exit(os.waitpid(pid, 0)[1] >> 8)
+from verifiedring import MessageQueue
+w = MessageQueue(1, 1, max_chunk_bytes=1024)
+print(base64.b64encode(pickle.dumps(w.export_handle())).decode(), os.getpid(), flush=True)
+assert sys.stdin.readline() == "go\n"
+w.wait_until_ready(20)
+print("ready", flush=True)
+assert sys.stdin.readline() == "send\n"
+w.enqueue("from another pid namespace", timeout=20)
+assert sys.stdin.readline() == "close\n"
+w.close()
+"""
+
+
+def writer_in_another_pid_namespace() -> Obs:
+    """A writer in another PID namespace on this /dev/shm, before its handshake: a
+    create here (which reaps) and ``cleanup`` leave its names alone, and a local reader
+    here, waiting longer than the dead-writer grace, does not take it for dead."""
+    obs: Obs = {}
+    child = subprocess.Popen(
+        ["unshare", "--pid", "--fork", sys.executable, "-c", _OTHER_PID_NAMESPACE_WRITER],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        encoded, pid = child.stdout.readline().split()
+        handle = pickle.loads(base64.b64decode(encoded))
+        obs["writer_pid_there"] = int(pid)
+        obs["seen_here"] = os.path.exists(f"/proc/{pid}")
+        obs["names"] = listing()
+        with MessageQueue(1, 1, max_chunk_bytes=1024):  # a create here reaps what is stale
+            pass
+        obs["after_create"] = listing()
+        cleanup = subprocess.run([sys.executable, "-m", "verifiedring", "cleanup"],
+                                 capture_output=True, text=True, timeout=60)
+        obs["cleanup"] = cleanup.stdout
+        obs["after_cleanup"] = listing()
+        with MessageQueue.create_from_handle(handle, 0) as r:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            r.wait_until_ready(T)
+            obs["ready"] = child.stdout.readline().strip()
+
+            def then_send(th: threading.Thread) -> None:
+                wait_blocked(th, T)
+                time.sleep(1.0)  # twice the dead-writer grace: a writer taken for dead is told
+                assert child.stdin is not None
+                child.stdin.write("send\n")
+                child.stdin.flush()
+
+            obs["dequeue"] = outcome(lambda: r.dequeue(T), started=then_send)
+        child.stdin.write("close\n")
+        child.stdin.flush()
+        obs["returncode"] = child.wait(T)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return obs
+
+
 #: How long a remote reader is paused: three times the old (1 s) heartbeat bound.
 READER_PAUSE = 3.0
 

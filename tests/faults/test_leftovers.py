@@ -74,3 +74,20 @@ def test_before_the_handshake_a_death_leaves_names_that_are_reaped(mode: str, re
         assert len(done) == len(left) and all(line.startswith("removed ") for line in done)
     assert obs["left_at_end"] == []
     assert run.left == ()
+
+
+def test_a_writer_in_another_pid_namespace_is_neither_reaped_nor_taken_for_dead() -> None:
+    """Before liveness was a lock, a create here judged that writer's pid (99999, which
+    this namespace does not have) dead and deleted its segment and ipc directory."""
+    obs, run = run_case(drivers.writer_in_another_pid_namespace)
+    pid = obs["writer_pid_there"]
+    assert pid == 99999 and not obs["seen_here"]
+    ours = [n for n in obs["names"] if n.startswith((f"shm:vr_{pid}_", f"tmp:vr-mq-{pid}-"))]
+    assert len(ours) == 2, obs["names"]
+    assert set(ours) <= set(obs["after_create"]) and set(ours) <= set(obs["after_cleanup"])
+    assert obs["cleanup"].strip() == "nothing stale", obs["cleanup"]
+    assert obs["ready"] == "ready"
+    d = obs["dequeue"]
+    assert d["error"] is None and d["value"] == "from another pid namespace", d
+    assert obs["returncode"] == 0
+    assert run.left == ()

@@ -21,7 +21,6 @@ import zmq
 
 from ..arena import ArenaReader
 from ..errors import BrokenPeerError, ClosedError, DecodeError, MisuseError, RingTimeoutError
-from ..leftovers import alive
 from ..ring import ReaderCursor, RingHandle, ShmRingBuffer
 from ..shm import SHM_DIR
 from ..steps import READER_TAKE_CHUNK, QueueObserver
@@ -252,8 +251,10 @@ class LocalReader(OverflowReader, QueueReader):
     # --- waiting ------------------------------------------------------------------
 
     def _writer_lost(self) -> str | None:
-        if self._writer_pid and not alive(self._writer_pid):
-            return "its process has exited"
+        """Gone once nobody holds the ring's lock: its process exited (or closed the
+        ring), whatever PID namespace it runs in (its pid may mean nothing here)."""
+        if not self._ring.creator_holds():
+            return "its process has exited or let go of the ring"
         return None
 
     def _ring_stall(self) -> StallLog:

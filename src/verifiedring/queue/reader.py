@@ -73,7 +73,6 @@ class QueueReader(MessageQueue):
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
         self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
-        self._writer_pid = handle.writer_pid
         self._lost_at: float | None = None  # when the writer was first seen gone
         self._writer = f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
         self._open()

@@ -250,7 +250,8 @@ class LocalEndpoint:
     """An XPUB bound on an ipc path inside a fresh 0700 directory."""
 
     def __init__(self, ctx: zmq.Context[Any], hwm: int) -> None:
-        self.directory = ipc_directory()  # mode 0700, named with this pid
+        # mode 0700, named with this pid, locked while this endpoint has it
+        self.directory, self._lock_fd = ipc_directory()
         self.path = os.path.join(self.directory, "local")
         self.socket = _xpub(ctx, hwm)
         try:
@@ -262,7 +263,11 @@ class LocalEndpoint:
         self.address = _last_endpoint(self.socket)
 
     def remove_directory(self) -> None:
+        """Remove the directory (idempotent), then let go of its lock."""
         shutil.rmtree(self.directory, ignore_errors=True)
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     def close(self, linger_ms: int) -> None:
         """Close the socket (queued frames may flow for ``linger_ms``), remove the path."""
