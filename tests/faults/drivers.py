@@ -565,6 +565,57 @@ def writer_in_another_pid_namespace() -> Obs:
     return obs
 
 
+def _idle_connector(address: str, n: int) -> None:
+    """An outsider (a Supervisor task): ``n`` TCP connections to ``address`` that never
+    speak, held until told "stop"; reports how many connected."""
+    line = channel()
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    held = []
+    for _ in range(n):
+        s = socket.socket()
+        s.connect((host, int(port)))
+        held.append(s)
+    line.send(len(held))
+    line.recv(BOUND * 3)
+    for s in held:
+        s.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def idle_connects() -> Obs:
+    """An outsider opens 300 TCP connections to the writer's port and never speaks: the
+    writer's process gets its descriptors back within its handshake interval (libzmq
+    held each for its 30 s default before), and the queue goes on working."""
+    obs: Obs = {}
+    with MessageQueue(1, 0, connect_ip=LOOPBACK, max_chunk_bytes=1024) as w:
+        h = w.export_handle()
+        assert h.remote_subscribe_addr is not None
+        r = MessageQueue.create_from_handle(h, 1)
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        baseline = _open_fds()
+        with Supervisor([Task(_idle_connector, (h.remote_subscribe_addr, 300),
+                              name="outsider")]) as run:
+            line = run.channel("outsider")
+            obs["connected"] = line.recv(T)
+            t0 = time.monotonic()
+            while _open_fds() < baseline + 100 and time.monotonic() - t0 < BOUND:
+                time.sleep(0.01)  # polling: libzmq accepts them in its own thread
+            peak, accepted = _open_fds(), time.monotonic()
+            while _open_fds() > baseline + 10 and time.monotonic() - accepted < BOUND:
+                time.sleep(0.05)  # polling this process's descriptor count
+            obs["released_after"] = time.monotonic() - accepted
+            obs["fds"] = {"baseline": baseline, "peak": peak, "after": _open_fds()}
+            w.enqueue("still working", timeout=T)
+            obs["got"] = r.dequeue(T)
+            line.send("stop")
+        r.close()
+    return obs
+
+
 #: How long a remote reader is paused: three times the old (1 s) heartbeat bound.
 READER_PAUSE = 3.0
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from faults import drivers
 from faults.case import run_case
+from verifiedring.queue.curve import HANDSHAKE_IVL_MS
 
 
 def test_outsiders_cannot_subscribe_flood_replay_or_ack(
@@ -30,4 +31,15 @@ def test_outsiders_cannot_subscribe_flood_replay_or_ack(
         assert obs[key]["closed"], obs[key]  # the writer dropped the replayed session
         assert obs[key]["received"] < 512, obs[key]  # a greeting at most, never a frame
     assert not obs["replay_leaked_secret"]
+    assert run.left == ()
+
+
+def test_idle_connections_of_an_outsider_are_dropped_within_the_handshake_interval() -> None:
+    obs, run = run_case(drivers.idle_connects)
+    fds = obs["fds"]
+    assert obs["connected"] == 300
+    assert fds["peak"] >= fds["baseline"] + 100, fds  # they did take descriptors
+    assert fds["after"] <= fds["baseline"] + 10, fds
+    assert obs["released_after"] < HANDSHAKE_IVL_MS / 1000 + 3.0, obs
+    assert obs["got"] == "still working"
     assert run.left == ()

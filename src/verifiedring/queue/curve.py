@@ -35,6 +35,10 @@ MAX_INBOUND_BYTES = 4096
 #: connections at once, and is named at once. Generous by default, so a reader paused
 #: by a GC, swapping or a loaded host for seconds does not break the queue.
 DEFAULT_HEARTBEAT_TIMEOUT = 10.0
+#: How long a TCP connection to the writer may take to complete its CURVE handshake:
+#: libzmq holds a descriptor for each connection until then (30 s by default), so an
+#: outsider's idle connects could exhaust the writer process's descriptors.
+HANDSHAKE_IVL_MS = 2000
 #: Heartbeats per timeout: one lost or late ping does not end a connection.
 HEARTBEATS_PER_TIMEOUT = 5
 
@@ -121,6 +125,7 @@ def serve(sock: zmq.Socket[Any], keys: ServerKeys) -> None:
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.server_secret)
     sock.setsockopt(zmq.ZAP_DOMAIN, keys.domain.encode())
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_INBOUND_BYTES)
+    sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
     _heartbeats(sock, keys.reader.heartbeat_timeout_ms)
 
 
