@@ -321,6 +321,8 @@ class Setting:
 
 
 SETTINGS = [
+    Setting("README.md", "handshake within 2 s is dropped", "the writer's CURVE handshake bound",
+            ("verifiedring.queue.curve", "HANDSHAKE_IVL_MS", 2000)),
     Setting("README.md", "a 1 ms spin, then the futex", "the reader's spin before it blocks",
             ("verifiedring.waiting", "SPIN_SECONDS", 1e-3)),
     Setting("README.md", "(default 1 s,", "vLLM's busy_loop_s default",
