@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 from support.fakes import segment_exists
+from support.groups import Group
 
 from verifiedring import shm
 from verifiedring.shm import SHM_DIR, SharedSegment
@@ -101,3 +103,18 @@ def shm_segments() -> Iterator[SegmentTracker]:
             f"(prefix {shm.NAME_PREFIX!r}); close every ShmRingBuffer it creates",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def group() -> Iterator[Callable[..., Group]]:
+    """``group(n_local, n_remote, **kw)``: a handshaken :class:`Group`, closed after."""
+    made: list[Group] = []
+
+    def make(n_local: int = 1, n_remote: int = 0, **kw: Any) -> Group:
+        g = Group(n_local, n_remote, **kw)
+        made.append(g)
+        return g
+
+    yield make
+    for g in made:
+        g.close()

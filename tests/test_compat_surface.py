@@ -14,6 +14,7 @@ from unittest import mock
 
 import pytest
 import zmq
+from support.engines import installed_over_fake_engines
 
 from verifiedring import (
     BrokenPeerError,
@@ -170,18 +171,7 @@ def test_static_recv_unpickles_parts_as_out_of_band_buffers() -> None:
 
 @pytest.fixture
 def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
-    """No engine here: fake package trees stand in for vLLM's and SGLang's imports."""
-    for path in (shim.VLLM_MODULE, shim.SGLANG_MODULE):
-        parts = path.split(".")
-        for i in range(1, len(parts)):
-            name = ".".join(parts[:i])
-            monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-        monkeypatch.delitem(sys.modules, path, raising=False)
-    monkeypatch.delenv("VLLM_RINGBUFFER_WARNING_INTERVAL", raising=False)
-    try:
-        yield shim.install()
-    finally:
-        shim.uninstall()
+    yield from installed_over_fake_engines(monkeypatch)
 
 
 def test_both_engines_module_paths_resolve_here(installed: types.ModuleType) -> None:

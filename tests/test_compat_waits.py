@@ -9,7 +9,6 @@ import pickle
 import re
 import signal
 import socket
-import sys
 import threading
 import time
 import types
@@ -18,6 +17,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from support.engines import installed_over_fake_engines
 
 from verifiedring import (
     BrokenPeerError,
@@ -343,16 +343,7 @@ def test_acquire_read_of_a_run_yields_bytes_or_refuses() -> None:
 
 @pytest.fixture
 def vllm_installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
-    for path in (shim.VLLM_MODULE, shim.SGLANG_MODULE):
-        parts = path.split(".")
-        for i in range(1, len(parts)):
-            name = ".".join(parts[:i])
-            monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-        monkeypatch.delitem(sys.modules, path, raising=False)
-    try:
-        yield shim.install()
-    finally:
-        shim.uninstall()
+    yield from installed_over_fake_engines(monkeypatch)
 
 
 def test_a_reader_stall_logs_vllms_line_at_info_once_per_interval(

@@ -9,13 +9,13 @@ import pickle
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 from support.fakes import segment_exists
-from support.ranks import remote_ranks
+from support.groups import LOOPBACK, Group, T
 
 from verifiedring import (
     BrokenPeerError,
@@ -31,53 +31,6 @@ from verifiedring.ring import WriterCursor
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
 from verifiedring.testing.launcher import Supervisor, Task, raise_for
-
-T = 10.0  # generous bound for any single wait in these tests
-LOOPBACK = "127.0.0.1"
-
-
-class Group:
-    """A writer and its readers, all in this process, ready to use."""
-
-    def __init__(
-        self, n_local: int, n_remote: int, local_ranks: list[int] | None = None, **kw: Any
-    ) -> None:
-        local_ranks = local_ranks if local_ranks is not None else list(range(1, n_local + 1))
-        kw.setdefault("max_chunk_bytes", 4096)
-        kw.setdefault("max_chunks", 4)
-        self.writer = MessageQueue(
-            n_local + n_remote, n_local, local_ranks,
-            connect_ip=LOOPBACK if n_remote else None, **kw,
-        )
-        self.handle = self.writer.export_handle()
-        self.readers = [MessageQueue.create_from_handle(self.handle, r) for r in local_ranks]
-        self.readers += [
-            MessageQueue.create_from_handle(self.handle, r)
-            for r in remote_ranks(local_ranks, n_remote)
-        ]
-        self.writer.wait_until_ready(T)
-        for r in self.readers:
-            r.wait_until_ready(T)
-
-    def close(self) -> None:
-        """Readers first: a writer closing before its remote readers waits (at most its
-        linger) for them to acknowledge everything."""
-        for q in [*self.readers, self.writer]:
-            q.close()
-
-
-@pytest.fixture
-def group() -> Iterator[Callable[..., Group]]:
-    made: list[Group] = []
-
-    def make(n_local: int = 1, n_remote: int = 0, **kw: Any) -> Group:
-        g = Group(n_local, n_remote, **kw)
-        made.append(g)
-        return g
-
-    yield make
-    for g in made:
-        g.close()
 
 
 def sample_objects(n: int, seed: int = 0) -> list[Any]:

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.groups import Group
 from support.unpicklable import FailsToLoad, Unpicklable
-from test_queue import Group
 
 from verifiedring import (
     BrokenPeerError,

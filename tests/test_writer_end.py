@@ -7,11 +7,10 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-from test_queue import LOOPBACK, Group, T
+from support.groups import LOOPBACK, Group, T
 
 import verifiedring.compat.vllm  # noqa: F401 -- attaches vLLM's attributes (buffer)
 from verifiedring import BusyError, ClosedError, MessageQueue, RingTimeoutError
@@ -22,20 +21,6 @@ from verifiedring.testing.faults import ring_chunk
 
 CHUNKS = 4  # Group's ring: max_chunks=4
 PAYLOAD = 4096 - wire.HEADER_BYTES  # Group's max_chunk_bytes=4096, less the header
-
-
-@pytest.fixture
-def group() -> Iterator[Callable[..., Group]]:
-    made: list[Group] = []
-
-    def make(n_local: int = 1, n_remote: int = 0, **kw: Any) -> Group:
-        g = Group(n_local, n_remote, **kw)
-        made.append(g)
-        return g
-
-    yield make
-    for g in made:
-        g.close()
 
 
 def _fill(g: Group) -> int:

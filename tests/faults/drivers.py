@@ -430,15 +430,23 @@ def writer_stopped_remote() -> Obs:
     """SIGSTOP the writer of a remote reader: its heartbeats stop, so the reader waiting
     with timeout=None is told within about the heartbeat timeout."""
     obs: Obs = {}
+    with _reader_of_a_spawned_writer(obs) as (run, r):
+        run.signal("writer", signal.SIGSTOP)
+        obs["dequeue"] = outcome(lambda: r.dequeue(None))
+    return obs
+
+
+@contextlib.contextmanager
+def _reader_of_a_spawned_writer(obs: Obs) -> Iterator[tuple[Supervisor, MessageQueue]]:
+    """A spawned writer (task "writer") and its remote reader rank 1 here, handshaken,
+    its first message taken (in ``obs["first"]``; the writer's pid in ``obs``)."""
     with _writer(local=False) as run:
         line = run.channel("writer")
         obs["writer_pid"] = run.pid("writer")
         with MessageQueue.create_from_handle(line.recv(T), 1) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
-            run.signal("writer", signal.SIGSTOP)
-            obs["dequeue"] = outcome(lambda: r.dequeue(None))
-    return obs
+            yield run, r
 
 
 def _half_handshaken_writer_proc() -> None:
@@ -475,24 +483,19 @@ def writer_killed_under_polls() -> Obs:
     """A remote reader polling with dequeue(timeout=0) after its writer was killed is
     told within the dead-peer bound, as one waiting with a timeout is."""
     obs: Obs = {}
-    with _writer(local=False) as run:
-        line = run.channel("writer")
-        obs["writer_pid"] = run.pid("writer")
-        with MessageQueue.create_from_handle(line.recv(T), 1) as r:
-            r.wait_until_ready(T)
-            obs["first"] = r.dequeue(T)
-            run.signal("writer", signal.SIGKILL)
-            killed = time.monotonic()
-            polls: list[str] = []
-            while time.monotonic() - killed < BOUND:
-                e = error_of(lambda: r.dequeue(0))
-                polls.append(e["error"] or "message")
-                if e["error"] not in ("RingTimeoutError", None):
-                    obs["error"] = e
-                    break
-                time.sleep(0.05)  # a poller's own pace between polls
-            obs["seconds"] = time.monotonic() - killed
-            obs["polls"] = polls
+    with _reader_of_a_spawned_writer(obs) as (run, r):
+        run.signal("writer", signal.SIGKILL)
+        killed = time.monotonic()
+        polls: list[str] = []
+        while time.monotonic() - killed < BOUND:
+            e = error_of(lambda: r.dequeue(0))
+            polls.append(e["error"] or "message")
+            if e["error"] not in ("RingTimeoutError", None):
+                obs["error"] = e
+                break
+            time.sleep(0.05)  # a poller's own pace between polls
+        obs["seconds"] = time.monotonic() - killed
+        obs["polls"] = polls
     return obs
 
 
