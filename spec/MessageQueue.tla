@@ -12,7 +12,8 @@
 (* and adds what the ring cannot see: the overflow marker and its payload  *)
 (* frame on the local XPUB socket, the remote XPUB socket with credit flow *)
 (* control, the READY handshake, dequeue timeouts, SHUTDOWN, the local    *)
-(* reader's stash, decode failures and failed sends.                       *)
+(* reader's stash, decode failures, failed sends, and a writer broken by a *)
+(* failed send or a reader that left telling the others (BROKEN).          *)
 (*                                                                         *)
 (* Each channel is a FIFO per subscriber (sockQ[r]). A PUB socket drops a  *)
 (* frame for a reader that has not subscribed yet (slow joiner) or whose   *)
@@ -21,7 +22,8 @@
 (*                                                                         *)
 (* A frame is <<type, seq, obj>>: READY, a message frame (its sequence    *)
 (* number and the object, so that a reused sequence number is visible),   *)
-(* an ABORT frame (remote readers, for an aborted run) or SHUTDOWN(total). *)
+(* an ABORT frame (remote readers, for an aborted run), SHUTDOWN(total) or *)
+(* BROKEN(total): the writer broke for good after `total` messages.        *)
 (* Objects are numbered by enqueue call; in the code's design object n is  *)
 (* message n.                                                              *)
 (*                                                                         *)
@@ -79,10 +81,14 @@ CONSTANTS
                     \*   header, then reads its bytes from the ring
     AbortDesign,    \* "abort": pickling raised mid-run -> ABORT chunk (and
                     \*   ABORT frame); "silent": nothing, the next message
-    ResyncDesign    \* "end": after a decode failure mid-run the reader
+    ResyncDesign,   \* "end": after a decode failure mid-run the reader
                     \*   skips to the run's LAST/ABORT, then raises; "next":
                     \*   it raises at once and takes the next chunk as a
                     \*   new message
+    BreakDesign     \* "tell": a broken writer sends BROKEN(total); a local
+                    \*   reader that saw it raises once the ring has nothing
+                    \*   more; "silent": nothing is sent (the code before);
+                    \*   "early": the reader raises as soon as it sees BROKEN
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
 ASSUME PendingDesign \in {"hold", "remember", "forget"}
@@ -90,6 +96,7 @@ ASSUME StashDesign \in {"stash", "drop"} /\ SendFailDesign \in {"break", "reuse"
 ASSUME MaxRunChunks \in Nat /\ MaxAborts \in Nat
 ASSUME RunReleaseDesign \in {"after", "before"} /\ AbortDesign \in {"abort", "silent"}
 ASSUME ResyncDesign \in {"end", "next"}
+ASSUME BreakDesign \in {"tell", "silent", "early"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
@@ -98,6 +105,9 @@ READY == <<"ready", 0, 0>>
 MsgFrame(s, o) == <<"msg", s, o>>
 AbortFrame(s, o) == <<"abort", s, o>>
 ShutFrame(n) == <<"shut", n, 0>>
+BrokeFrame(n) == <<"broke", n, 0>>
+\* The writer's last frame: SHUTDOWN or BROKEN.
+EndKinds == {"shut", "broke"}
 
 \* Ring chunk kinds: a message starts with one of StartKinds; a run goes on
 \* with RunKinds.
@@ -108,7 +118,7 @@ NoChunk == <<0, <<"none", 0, 0, 0>>>>   \* rchunk[r] when nothing is recorded
 VARIABLES
     wpc,        \* writer: "handshake" | "chunk" | "run" (mid-run) | "local"
                 \*   | "remote" | "remoteAbort" (an ABORT frame is due)
-                \*   | "shut" | "broken"
+                \*   | "shut" | "broken" | "told" (broken, BROKEN sent)
     pub,        \* pub[i]: the i-th published ring chunk
                 \*   <<kind, seq, obj, part>>: kind "inline" or "overflow"
                 \*   (part 0), or a run's "first" (part 0), "more", "last",
@@ -124,7 +134,8 @@ VARIABLES
     subscribed, \* subscribed[r]: reader r's subscription reached the XPUB
     acked,      \* acked[r]: frames remote reader r has acknowledged
     rpc,        \* reader r: "init" | "ready" | "idle" | "frame" | "closed"
-                \*           | "broken" (raised BrokenPeerError)
+                \*           | "broken" (raised BrokenPeerError: out of place)
+                \*           | "told" (raised BrokenPeerError: BROKEN)
                 \*   mid-run: "runHeld" (a chunk read, not released yet)
                 \*           | "run" (waiting for the next chunk)
                 \*           | "runReleased" ("before" only: released, not
@@ -132,6 +143,7 @@ VARIABLES
     rseq,       \* rseq[r]: the sequence number reader r expects next
     pending,    \* pending[r]: overflow sequence number awaited, 0 if none
     shutTotal,  \* shutTotal[r]: SHUTDOWN's total once r has seen it, else -1
+    brokeTotal, \* brokeTotal[r]: BROKEN's total once r has seen it, else -1
     delivered,  \* delivered[r]: what dequeue has returned to reader r:
                 \*   <<obj, "ok">>, or <<obj, "error">> (DecodeError)
     rchunk,     \* rchunk[r]: <<n, content>>: the run chunk local reader r
@@ -143,8 +155,8 @@ VARIABLES
     decodeFails \* decode failures so far
 
 vars == <<wpc, pub, wpart, aborts, nseq, nobj, released, sockQ, stash,
-          subscribed, acked, rpc, rseq, pending, shutTotal, delivered, rchunk,
-          rfail, lost, timeouts, sendFails, decodeFails>>
+          subscribed, acked, rpc, rseq, pending, shutTotal, brokeTotal,
+          delivered, rchunk, rfail, lost, timeouts, sendFails, decodeFails>>
 
 sent == Len(pub)
 CurObj == nobj + 1   \* the object of the enqueue call in progress
@@ -182,6 +194,7 @@ Init ==
     /\ rseq = [r \in Readers |-> 1]
     /\ pending = [r \in Readers |-> 0]
     /\ shutTotal = [r \in Readers |-> -1]
+    /\ brokeTotal = [r \in Readers |-> -1]
     /\ delivered = [r \in Readers |-> <<>>]
     /\ rchunk = [r \in LocalReaders |-> NoChunk]
     /\ rfail = [r \in LocalReaders |-> FALSE]
@@ -191,7 +204,7 @@ Init ==
     /\ decodeFails = 0
 
 rvars == <<released, stash, subscribed, acked, rpc, rseq, pending, shutTotal,
-           delivered, rchunk, rfail, timeouts, decodeFails>>
+           brokeTotal, delivered, rchunk, rfail, timeouts, decodeFails>>
 wrun == <<wpart, aborts>>   \* the writer's run state
 rrun == <<rchunk, rfail>>   \* a local reader's run state
 
@@ -322,6 +335,28 @@ WriterSendFails ==
             /\ UNCHANGED nseq
     /\ UNCHANGED <<pub, sockQ, lost, wrun, rvars>>
 
+\* queue/writer_base.py: _watch: while the writer waits (for ring room, for
+\* credit, mid-run), a reader's connection closed: the writer is broken for
+\* good. The model lets it happen in any state after the handshake (a
+\* superset); the readers that are left are the model's readers. It shares
+\* the budget of failures with WriterSendFails.
+WriterReaderLeft ==
+    /\ wpc \in {"chunk", "run", "local", "remote", "remoteAbort"}
+    /\ sendFails < MaxSendFails
+    /\ sendFails' = sendFails + 1
+    /\ wpc' = "broken"
+    /\ UNCHANGED <<pub, nseq, nobj, sockQ, lost, wrun, rvars>>
+
+\* queue/writer_base.py: _break -> _tell_broken: BROKEN(total), after every
+\* frame sent so far, on both sockets: total = messages the writer completed.
+\* "silent" (the code before): nothing is sent.
+WriterTellBroken ==
+    /\ wpc = "broken"
+    /\ BreakDesign # "silent"
+    /\ Publish(Readers, BrokeFrame(nseq - 1))
+    /\ wpc' = "told"
+    /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
+
 \* queue/writer.py: shutdown (also from close()): SHUTDOWN(total) on the
 \* local and the remote socket, after the last message; the writer may shut
 \* down after any number of messages.
@@ -355,7 +390,7 @@ ReaderSubscribe(r) ==
     /\ subscribed' = [subscribed EXCEPT ![r] = TRUE]
     /\ rpc' = [rpc EXCEPT ![r] = IF ConsumeReady THEN "ready" ELSE "idle"]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
-                   acked, rseq, pending, shutTotal, delivered, lost, timeouts,
+                   acked, rseq, pending, shutTotal, brokeTotal, delivered, lost, timeouts,
                    sendFails, decodeFails>>
 
 \* queue/reader.py: QueueReader._handshake (from wait_until_ready)
@@ -366,7 +401,7 @@ ReaderAwaitReady(r) ==
     /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
-                   subscribed, acked, rseq, pending, shutTotal, delivered,
+                   subscribed, acked, rseq, pending, shutTotal, brokeTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
 
 \* Unpickling chunk c's bytes may fail (at most MaxDecodeFails in the
@@ -412,7 +447,7 @@ ReaderTakeChunk(r) ==
                            ELSE [released EXCEPT ![r] = @ + 1]
             /\ UNCHANGED <<rseq, delivered, rrun, decodeFails>>
     /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, sockQ, stash, subscribed, acked,
-                   shutTotal, lost, timeouts, sendFails>>
+                   shutTotal, brokeTotal, lost, timeouts, sendFails>>
 
 \* The chunk a run reader read next is the run's: MORE, LAST or ABORT with
 \* the run's sequence number and the part after the previous chunk's.
@@ -477,7 +512,7 @@ ReaderReadRunChunk(r) ==
                   /\ RunChunkDone(r, n, <<h[1], h[2], b[3], h[4]>>,
                                    rfail[r] \/ f, b)
     /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, released, sockQ, stash,
-                   subscribed, acked, pending, shutTotal, lost, timeouts,
+                   subscribed, acked, pending, shutTotal, brokeTotal, lost, timeouts,
                    sendFails>>
 
 \* queue/run.py: RunReader._release: release the held run chunk (its read
@@ -500,7 +535,7 @@ ReaderReleaseRunChunk(r) ==
                 /\ rchunk' = [rchunk EXCEPT ![r] = <<n, c>>]
                 /\ UNCHANGED <<rseq, delivered, rfail>>
     /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, sockQ, stash, subscribed, acked,
-                   pending, shutTotal, lost, timeouts, sendFails, decodeFails>>
+                   pending, shutTotal, brokeTotal, lost, timeouts, sendFails, decodeFails>>
 
 \* queue/local_reader.py: _take_frame: the stash first, in arrival order,
 \* else the local socket; the frame must carry the pending sequence number.
@@ -508,7 +543,7 @@ ReaderReleaseRunChunk(r) ==
 ReaderRecvFrame(r) ==
     /\ r \in LocalReaders
     /\ rpc[r] = "frame"
-    /\ stash[r] # <<>> \/ sockQ[r] # <<>>
+    /\ stash[r] # <<>> \/ (sockQ[r] # <<>> /\ Head(sockQ[r])[1] # "broke")
     /\ LET fromStash == stash[r] # <<>>
            f == IF fromStash THEN Head(stash[r]) ELSE Head(sockQ[r])
        IN  /\ stash' = IF fromStash THEN [stash EXCEPT ![r] = Tail(@)] ELSE stash
@@ -523,7 +558,7 @@ ReaderRecvFrame(r) ==
                    /\ pending' = [pending EXCEPT ![r] = 0]
                    /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, subscribed, acked,
-                   shutTotal, lost, timeouts, sendFails>>
+                   shutTotal, brokeTotal, lost, timeouts, sendFails>>
 
 \* queue/local_reader.py: _take_frame raises RingTimeoutError while the
 \* payload frame has not arrived (the stash is empty; self._pending is kept);
@@ -538,7 +573,7 @@ ReaderTimeout(r) ==
     /\ pending' = IF PendingDesign = "remember" THEN pending
                   ELSE [pending EXCEPT ![r] = 0]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
-                   subscribed, acked, rseq, shutTotal, delivered, lost,
+                   subscribed, acked, rseq, shutTotal, brokeTotal, delivered, lost,
                    sendFails, decodeFails>>
 
 \* queue/local_reader.py: dequeue after a timeout ("remember"):
@@ -548,39 +583,40 @@ ReaderResume(r) ==
     /\ pending[r] # 0
     /\ rpc' = [rpc EXCEPT ![r] = "frame"]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
-                   subscribed, acked, rseq, pending, shutTotal, delivered,
+                   subscribed, acked, rseq, pending, shutTotal, brokeTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
 
 \* queue/local_reader.py: _ring_or_shutdown, a frame (not SHUTDOWN) drained
 \* from the socket while the reader waits on the ring is stashed. The code
 \* drains only after a failed ring poll, which may be arbitrarily old: the
-\* model lets a reader between messages drain at any time (a superset).
-ReaderStash(r) ==
+\* model lets a reader between messages drain at any time (a superset); a
+\* run's wait for its next chunk drains too (run.py: watch_run).
+Draining(r) ==
     /\ r \in LocalReaders
-    /\ rpc[r] = "idle"
-    /\ pending[r] = 0
+    /\ \/ rpc[r] = "idle" /\ pending[r] = 0
+       \/ rpc[r] = "run"
     /\ sockQ[r] # <<>>
-    /\ Head(sockQ[r])[1] # "shut"
+
+ReaderStash(r) ==
+    /\ Draining(r)
+    /\ Head(sockQ[r])[1] \notin EndKinds
     /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
     /\ stash' = IF StashDesign = "stash"
                 THEN [stash EXCEPT ![r] = Append(@, Head(sockQ[r]))] ELSE stash
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, subscribed,
-                   acked, rpc, rseq, pending, shutTotal, delivered, lost,
+                   acked, rpc, rseq, pending, shutTotal, brokeTotal, delivered, lost,
                    timeouts, sendFails, decodeFails>>
 
 \* queue/local_reader.py: _ring_or_shutdown, SHUTDOWN drained from the socket
 \* while the reader waits on the ring: its total is noted.
 ReaderSeeShutdown(r) ==
-    /\ r \in LocalReaders
-    /\ rpc[r] = "idle"
-    /\ pending[r] = 0
-    /\ sockQ[r] # <<>>
+    /\ Draining(r)
     /\ Head(sockQ[r])[1] = "shut"
     /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
     /\ shutTotal' = [shutTotal EXCEPT ![r] = Head(sockQ[r])[2]]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
-                   subscribed, acked, rpc, rseq, pending, delivered, lost,
-                   timeouts, sendFails, decodeFails>>
+                   subscribed, acked, rpc, rseq, pending, brokeTotal, delivered,
+                   lost, timeouts, sendFails, decodeFails>>
 
 \* queue/reader.py: _saw_shutdown raises ClosedError (for good) once the
 \* reader has received all `total` messages; a local reader only from its
@@ -593,7 +629,7 @@ ReaderClose(r) ==
     /\ r \in LocalReaders => released[r] = sent
     /\ rpc' = [rpc EXCEPT ![r] = "closed"]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
-                   subscribed, acked, rseq, pending, shutTotal, delivered,
+                   subscribed, acked, rseq, pending, shutTotal, brokeTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
 
 \* queue/remote_reader.py: dequeue: receive the next frame, check its sequence
@@ -604,7 +640,7 @@ RemoteRecvFrame(r) ==
     /\ r \in RemoteReaders
     /\ rpc[r] = "idle"
     /\ sockQ[r] # <<>>
-    /\ Head(sockQ[r])[1] # "shut"
+    /\ Head(sockQ[r])[1] \notin EndKinds
     /\ LET f == Head(sockQ[r]) IN
        /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
        /\ IF ~RemoteFrameOK(f, rseq[r])
@@ -620,7 +656,7 @@ RemoteRecvFrame(r) ==
                /\ acked' = IF AcksSent THEN [acked EXCEPT ![r] = @ + 1] ELSE acked
                /\ UNCHANGED rpc
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
-                   subscribed, pending, shutTotal, lost, timeouts, sendFails>>
+                   subscribed, pending, shutTotal, brokeTotal, lost, timeouts, sendFails>>
 
 \* queue/remote_reader.py: dequeue receives SHUTDOWN: its total is noted; a
 \* total above what was received means messages were lost (BrokenPeerError).
@@ -637,8 +673,55 @@ RemoteSeeShutdown(r) ==
     /\ rpc' = IF SeqCheck /\ rseq[r] - 1 < Head(sockQ[r])[2]
               THEN [rpc EXCEPT ![r] = "broken"] ELSE rpc
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
-                   subscribed, acked, rseq, pending, delivered, lost, timeouts,
-                   sendFails, decodeFails>>
+                   subscribed, acked, rseq, pending, brokeTotal, delivered, lost,
+                   timeouts, sendFails, decodeFails>>
+
+\* queue/flavors/overflow.py: _note_broken: BROKEN drained from the local
+\* socket while the reader waits on the ring or mid-run, or received where
+\* the pending marker's frame would be (the stash is taken first): its total
+\* is noted.
+ReaderSeeBroken(r) ==
+    /\ \/ Draining(r)
+       \/ r \in LocalReaders /\ rpc[r] = "frame" /\ stash[r] = <<>> /\ sockQ[r] # <<>>
+    /\ Head(sockQ[r])[1] = "broke"
+    /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
+    /\ brokeTotal' = [brokeTotal EXCEPT ![r] = Head(sockQ[r])[2]]
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
+                   subscribed, acked, rpc, rseq, pending, shutTotal, delivered,
+                   lost, timeouts, sendFails, decodeFails>>
+
+\* queue/flavors/overflow.py: _tell: BROKEN was noted and the ring has
+\* nothing more (polled again after the note: a chunk published before
+\* BROKEN was sent is taken first), so nothing else can come: between
+\* messages, mid-run, or where the pending frame would be (the stash is
+\* empty). BrokenPeerError with the writer's reason, for good. "early"
+\* (mutant): raise at the note, without polling the ring again.
+RingDrained(r) == BreakDesign = "tell" => released[r] = sent
+
+ReaderTold(r) ==
+    /\ r \in LocalReaders
+    /\ brokeTotal[r] >= 0
+    /\ \/ rpc[r] = "idle" /\ pending[r] = 0 /\ RingDrained(r)
+       \/ rpc[r] = "run" /\ RingDrained(r)
+       \/ rpc[r] = "frame" /\ stash[r] = <<>>
+    /\ rpc' = [rpc EXCEPT ![r] = "told"]
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
+                   subscribed, acked, rseq, pending, shutTotal, brokeTotal,
+                   delivered, lost, timeouts, sendFails, decodeFails>>
+
+\* queue/remote_reader.py: _end_of_stream: BROKEN in the remote frame stream
+\* (after every frame sent before it): BrokenPeerError, for good.
+RemoteSeeBroken(r) ==
+    /\ r \in RemoteReaders
+    /\ rpc[r] = "idle"
+    /\ sockQ[r] # <<>>
+    /\ Head(sockQ[r])[1] = "broke"
+    /\ sockQ' = [sockQ EXCEPT ![r] = Tail(@)]
+    /\ brokeTotal' = [brokeTotal EXCEPT ![r] = Head(sockQ[r])[2]]
+    /\ rpc' = [rpc EXCEPT ![r] = "told"]
+    /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
+                   subscribed, acked, rseq, pending, shutTotal, delivered, lost,
+                   timeouts, sendFails, decodeFails>>
 
 -----------------------------------------------------------------------------
 \* The writer shut down and every reader raised ClosedError.
@@ -646,10 +729,16 @@ AllClosed ==
     /\ wpc = "shut"
     /\ \A r \in Readers : rpc[r] = "closed"
 
-\* The bounded run is over (every reader closed, or the writer broke: its
-\* readers are never told, see README): stutter, so that any other state
-\* with no enabled action is reported by TLC as a deadlock (a hang).
-Done == (AllClosed \/ wpc = "broken") /\ UNCHANGED vars
+\* The writer broke, told its readers, and every reader raised BrokenPeerError.
+AllTold ==
+    /\ wpc = "told"
+    /\ \A r \in Readers : rpc[r] = "told"
+
+\* The bounded run is over (every reader closed, or every reader was told
+\* the writer broke): stutter, so that any other state with no enabled
+\* action is reported by TLC as a deadlock (a hang). "silent": readers wait
+\* for ever once the writer broke (what TLC reports for it).
+Done == (AllClosed \/ AllTold) /\ UNCHANGED vars
 
 ReaderStep(r) ==
     \/ ReaderSubscribe(r) \/ ReaderAwaitReady(r) \/ ReaderTakeChunk(r)
@@ -657,11 +746,13 @@ ReaderStep(r) ==
     \/ ReaderRecvFrame(r) \/ ReaderTimeout(r) \/ ReaderResume(r)
     \/ ReaderStash(r) \/ ReaderSeeShutdown(r) \/ ReaderClose(r)
     \/ RemoteRecvFrame(r) \/ RemoteSeeShutdown(r)
+    \/ ReaderSeeBroken(r) \/ ReaderTold(r) \/ RemoteSeeBroken(r)
 
 WriterStep ==
     \/ WriterHandshake \/ WriterPublishChunk \/ WriterPublishRunChunk
     \/ WriterAbortRun \/ WriterSendLocalFrame
     \/ WriterSendRemoteFrame \/ WriterSendFails \/ WriterShutdown
+    \/ WriterReaderLeft \/ WriterTellBroken
 
 Next == WriterStep \/ (\E r \in Readers : ReaderStep(r)) \/ Done
 
@@ -677,14 +768,14 @@ Spec == Init /\ [][Next]_vars /\ WF_vars(WriterStep)
 IsFrame(f) ==
     \/ f = READY
     \/ f[1] \in {"msg", "abort"} /\ f[2] \in 1..M /\ f[3] \in 1..M
-    \/ f[1] = "shut" /\ f[2] \in 0..M /\ f[3] = 0
+    \/ f[1] \in EndKinds /\ f[2] \in 0..M /\ f[3] = 0
 
 \* A ring chunk: <<kind, seq, obj, part>>.
 Chunks == (StartKinds \cup RunKinds) \X (1..M) \X (1..M) \X (0..M)
 
 TypeOKInv ==
     /\ wpc \in {"handshake", "chunk", "run", "local", "remote", "remoteAbort",
-               "shut", "broken"}
+               "shut", "broken", "told"}
     /\ sent \in 0..M
     /\ \A i \in 1..sent : pub[i] \in Chunks
     /\ wpart \in 0..M
@@ -693,13 +784,14 @@ TypeOKInv ==
     /\ released \in [LocalReaders -> 0..M]
     /\ acked \in [RemoteReaders -> 0..M]
     /\ rpc \in [Readers -> {"init", "ready", "idle", "frame", "closed", "broken",
-                            "run", "runHeld", "runReleased"}]
+                            "told", "run", "runHeld", "runReleased"}]
     /\ DOMAIN rchunk = LocalReaders   \* (cheaper for TLC than a function set)
     /\ \A r \in LocalReaders :
           rchunk[r] = NoChunk \/ (rchunk[r][1] \in 1..M /\ rchunk[r][2] \in Chunks)
     /\ rfail \in [LocalReaders -> BOOLEAN]
     /\ pending \in [Readers -> 0..M]
     /\ shutTotal \in [Readers -> -1..M]
+    /\ brokeTotal \in [Readers -> -1..M]
     /\ \A r \in Readers : \A i \in 1..Len(sockQ[r]) : IsFrame(sockQ[r][i])
     /\ timeouts \in 0..MaxTimeouts
     /\ sendFails \in 0..MaxSendFails
@@ -741,7 +833,15 @@ ClosedAfterAllInv ==
         /\ shutTotal[r] = nseq - 1
         /\ Len(delivered[r]) = nseq - 1
 
-\* Every reader receives all messages and then ClosedError, unless the
-\* writer broke.
-AllDoneProp == <>(AllClosed \/ wpc = "broken")
+\* A reader raises BrokenPeerError for the writer's BROKEN only after it has
+\* received every message the writer completed (BROKEN's total).
+ToldAfterAllInv ==
+    \A r \in Readers : rpc[r] = "told" =>
+        /\ wpc = "told"
+        /\ brokeTotal[r] = nseq - 1
+        /\ Len(delivered[r]) >= nseq - 1
+
+\* Every reader receives all messages and then ClosedError or -- the writer
+\* broke -- BrokenPeerError: no reader waits for ever.
+AllDoneProp == <>(AllClosed \/ AllTold)
 =============================================================================

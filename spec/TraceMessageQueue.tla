@@ -54,8 +54,8 @@ CONSTANTS LocalReaders, RemoteReaders, K, M, LocalHWM, RemoteHWM, Window,
 CONSTANT Trace
 
 VARIABLES wpc, pub, wpart, aborts, nseq, nobj, released, sockQ, stash,
-          subscribed, acked, rpc, rseq, pending, shutTotal, delivered, rchunk,
-          rfail, lost, timeouts, sendFails, decodeFails
+          subscribed, acked, rpc, rseq, pending, shutTotal, brokeTotal,
+          delivered, rchunk, rfail, lost, timeouts, sendFails, decodeFails
 
 \* The trace's events of action a, counted.
 TraceCount(a) == Cardinality({i \in 1..Len(Trace) : Trace[i].action = a})
@@ -68,7 +68,8 @@ INSTANCE MessageQueue WITH
     MaxAborts <- TraceAborts,
     RunReleaseDesign <- "after",
     AbortDesign <- "abort",
-    ResyncDesign <- "end"
+    ResyncDesign <- "end",
+    BreakDesign <- "tell"
 
 VARIABLE step
 
@@ -100,6 +101,11 @@ StepOf(e) ==
       [] e.action = "ReaderClose" -> IsReaderEvent(e) /\ ReaderClose(e.rd)
       [] e.action = "RemoteRecvFrame" -> IsReaderEvent(e) /\ RemoteRecvFrame(e.rd)
       [] e.action = "RemoteSeeShutdown" -> IsReaderEvent(e) /\ RemoteSeeShutdown(e.rd)
+      [] e.action = "WriterReaderLeft" -> IsWriterEvent(e) /\ WriterReaderLeft
+      [] e.action = "WriterTellBroken" -> IsWriterEvent(e) /\ WriterTellBroken
+      [] e.action = "ReaderSeeBroken" -> IsReaderEvent(e) /\ ReaderSeeBroken(e.rd)
+      [] e.action = "ReaderTold" -> IsReaderEvent(e) /\ ReaderTold(e.rd)
+      [] e.action = "RemoteSeeBroken" -> IsReaderEvent(e) /\ RemoteSeeBroken(e.rd)
       [] OTHER -> FALSE
 
 \* The reader's delivery after the step is the event's object (or DecodeError).
@@ -118,7 +124,8 @@ Agree(e) ==
             IN  c[1] = e.kind /\ c[2] = e.seq /\ c[3] = e.obj /\ PartAgrees(c, e)
       [] e.action \in {"WriterSendLocalFrame", "WriterSendRemoteFrame", "WriterSendFails"} ->
             e.seq = nseq
-      [] e.action = "WriterShutdown" -> e.seq = nseq - 1
+      [] e.action \in {"WriterShutdown", "WriterTellBroken"} -> e.seq = nseq - 1
+      [] e.action = "WriterReaderLeft" -> e.seq = nseq - 1
       [] e.action = "ReaderTakeChunk" ->
             /\ pub[released[e.rd] + 1][1] = e.kind
             /\ pub[released[e.rd] + 1][2] = e.seq
@@ -140,6 +147,8 @@ Agree(e) ==
       [] e.action \in {"ReaderTimeout", "ReaderResume"} -> pending[e.rd] = e.seq
       [] e.action \in {"ReaderSeeShutdown", "RemoteSeeShutdown", "ReaderClose"} ->
             shutTotal'[e.rd] = e.seq
+      [] e.action \in {"ReaderSeeBroken", "RemoteSeeBroken"} -> brokeTotal'[e.rd] = e.seq
+      [] e.action = "ReaderTold" -> rseq[e.rd] - 1 = e.seq
       [] OTHER -> TRUE
 
 \* A run's decode failure is chosen in the spec where it happens (at the

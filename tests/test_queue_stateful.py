@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import time
 import unittest
 from collections import Counter
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -38,6 +39,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from support.unpicklable import FailsToLoad, Unpicklable
 
 from verifiedring import (
+    BrokenPeerError,
     ClosedError,
     DecodeError,
     MessageAbortedError,
@@ -97,11 +99,13 @@ class QueueMachine(RuleBasedStateMachine):
             "WriterSendFails",
         ),
         "WriterShutdown": ("WriterShutdown",),
+        "WriterReaderLeft": ("WriterReaderLeft", "WriterTellBroken"),
         "ReaderTakeChunk": (
             "ReaderTakeChunk", "ReaderRecvFrame", "ReaderTimeout", "ReaderResume",
-            "ReaderStash", "ReaderSeeShutdown", "ReaderClose",
+            "ReaderStash", "ReaderSeeShutdown", "ReaderClose", "ReaderSeeBroken",
+            "ReaderTold",
         ),
-        "RemoteRecvFrame": ("RemoteRecvFrame", "RemoteSeeShutdown"),
+        "RemoteRecvFrame": ("RemoteRecvFrame", "RemoteSeeShutdown", "RemoteSeeBroken"),
     }
 
     #: How often each spec action fired, over every example of the run.
@@ -119,6 +123,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.remote = MessageQueue.create_from_handle(handle, 1, observer=seen)
         self.shut = False
         self.shutdown_held = False
+        self.gone: str | None = None  # the reader that left ("local", "remote"): broken
         for q in (self.writer, self.local, self.remote):
             q.wait_until_ready(PATIENT)
         self.held = _marker_first(self.writer)
@@ -142,6 +147,13 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(obj=payloads, timeout=st.sampled_from([0, PATIENT]))
     def WriterPublishChunk(self, obj: Any, timeout: float) -> None:
         self.publish_calls += 1
+        if self.gone is not None:
+            try:
+                self.writer.enqueue(obj, timeout=timeout)
+            except BrokenPeerError as exc:
+                assert "broken since a reader left" in str(exc), str(exc)
+                return
+            raise AssertionError("a broken writer accepted an object")
         if self.shut:
             try:
                 self.writer.enqueue(obj, timeout=timeout)
@@ -174,7 +186,7 @@ class QueueMachine(RuleBasedStateMachine):
             return any(_seq_of(p) == seq for p in self.held.held)
         return _marker_is_overflow(self.writer, seq)
 
-    @precondition(lambda self: not self.shut and self.publish_calls >= 6)
+    @precondition(lambda self: not self.shut and self.gone is None and self.publish_calls >= 6)
     @rule()
     def WriterShutdown(self) -> None:
         # the spec's step is close()'s first part (SHUTDOWN sent); its release would end
@@ -183,6 +195,27 @@ class QueueMachine(RuleBasedStateMachine):
         self.shut = True
         self.shutdown_held = self.holding  # SHUTDOWN is held back with the frames
 
+    @precondition(lambda self: not self.shut and self.gone is None and not self.holding
+                  and self.publish_calls >= 3)
+    @rule()
+    def WriterReaderLeft(self) -> None:
+        """A reader closes (which one: by the count of enqueue calls, so that both
+        come in a run, from the drawn steps alone); the writer, watching (as it does
+        while it waits), is broken for good and tells the other one (BROKEN)."""
+        which = ("local", "remote")[self.publish_calls % 2]
+        (self.local if which == "local" else self.remote).close()
+        deadline = time.monotonic() + PATIENT
+        while True:
+            try:
+                self.writer._watch()  # type: ignore[attr-defined]
+            except BrokenPeerError as exc:
+                assert f"{which} socket closed" in str(exc), str(exc)
+                break
+            assert time.monotonic() < deadline, "the writer never saw the reader leave"
+            time.sleep(0.005)
+        self.gone = which
+
+    @precondition(lambda self: self.gone is None)
     @rule(bad=st.sampled_from([lambda: 0, threading.Lock()]))
     def refuse_unpicklable(self, bad: Any) -> None:
         try:
@@ -208,12 +241,16 @@ class QueueMachine(RuleBasedStateMachine):
 
     # --- readers ----------------------------------------------------------------
 
+    @precondition(lambda self: self.gone != "local")
     @rule(patient=st.booleans())
     def ReaderTakeChunk(self, patient: bool) -> None:
         i = len(self.local_got)
         available = i < len(self.sent)
         if self.shut and not available and not self.shutdown_held:
             with_closed(self.local.dequeue, len(self.sent))
+            return
+        if self.gone is not None and not available and not self.local_pending:
+            with_told(self.local.dequeue, len(self.sent))
             return
         blocked = (
             available
@@ -239,12 +276,16 @@ class QueueMachine(RuleBasedStateMachine):
         self.local_got.append(self.sent[i])
         self.local_pending = False
 
+    @precondition(lambda self: self.gone != "remote")
     @rule(patient=st.booleans())
     def RemoteRecvFrame(self, patient: bool) -> None:
         i = len(self.remote_got)
         available = i < len(self.sent)
         if self.shut and not available:
             with_closed(self.remote.dequeue, len(self.sent))
+            return
+        if self.gone is not None and not available:
+            with_told(self.remote.dequeue, len(self.sent))
             return
         try:
             obj = self.remote.dequeue(timeout=PATIENT if available and patient else 0)
@@ -259,9 +300,18 @@ class QueueMachine(RuleBasedStateMachine):
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:
-        """No end ever saw a sequence number or kind it did not expect (broken)."""
-        for q in (self.writer, self.local, self.remote):
-            assert q.state not in (WriterState.BROKEN, ReaderState.BROKEN), q
+        """No end ever saw a sequence number or kind it did not expect (broken); the
+        writer is broken only once a reader left."""
+        for q in (self.local, self.remote):
+            assert q.state is not ReaderState.BROKEN, q
+        assert (self.writer.state is WriterState.BROKEN) == (self.gone is not None)
+
+    @invariant()
+    def ToldAfterAllInv(self) -> None:
+        """A reader is told the writer broke only once it received everything sent."""
+        for q, got in ((self.local, self.local_got), (self.remote, self.remote_got)):
+            if q.state is ReaderState.TOLD:
+                assert self.gone is not None and len(got) == len(self.sent)
 
     @invariant()
     def DeliveredPrefixInv(self) -> None:
@@ -272,8 +322,9 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def ClosedAfterAllInv(self) -> None:
         """A reader is closed only once the writer shut down and it received all."""
-        for q, got in ((self.local, self.local_got), (self.remote, self.remote_got)):
-            if q.state is ReaderState.CLOSED:
+        for q, got, name in ((self.local, self.local_got, "local"),
+                             (self.remote, self.remote_got, "remote")):
+            if q.state is ReaderState.CLOSED and name != self.gone:  # gone: close() closed it
                 assert self.writer.state is WriterState.SHUT and len(got) == len(self.sent)
 
     # --- teardown: drain and compare everything -------------------------------------
@@ -282,6 +333,7 @@ class QueueMachine(RuleBasedStateMachine):
         try:
             if self.holding:
                 self.release_frames()
+            self.forget_the_gone()
             while len(self.local_got) < len(self.sent):
                 self.local_got_check(self.local.dequeue(PATIENT))
             while len(self.remote_got) < len(self.sent):
@@ -290,6 +342,9 @@ class QueueMachine(RuleBasedStateMachine):
                 self.remote_got.append(encoded(obj))
             assert self.local_got == self.sent
             assert self.remote_got == self.sent
+            if self.gone is not None:
+                self.survivor_told()
+                return
             for q in (self.local, self.remote):
                 if self.shut:
                     with_closed(q.dequeue, len(self.sent))
@@ -304,6 +359,19 @@ class QueueMachine(RuleBasedStateMachine):
             self.held.restore()
             for q in (self.local, self.remote, self.writer):
                 q.close()
+
+    def forget_the_gone(self) -> None:
+        """The reader that left has nothing more to check."""
+        if self.gone == "local":
+            self.local_got = self.sent[:]
+        elif self.gone == "remote":
+            self.remote_got = self.sent[:]
+
+    def survivor_told(self) -> None:
+        """The reader left by the one that left was told (or is, now)."""
+        survivor = self.remote if self.gone == "local" else self.local
+        if survivor.state is not ReaderState.TOLD:
+            with_told(survivor.dequeue, len(self.sent))
 
     def local_got_check(self, obj: Any) -> None:
         assert encoded(obj) == self.sent[len(self.local_got)]
@@ -337,6 +405,17 @@ def with_closed(dequeue: Any, total: int) -> None:
         assert f"after {total} messages" in str(exc), str(exc)
         return
     raise AssertionError("a reader returned an object after the last one")
+
+
+def with_told(dequeue: Any, total: int) -> None:
+    """``dequeue`` raises BrokenPeerError naming the writer's break after ``total``."""
+    try:
+        dequeue(timeout=PATIENT)
+    except BrokenPeerError as exc:
+        assert f"broke for good after sending {total} messages (broken since a reader left" in (
+            str(exc)), str(exc)
+        return
+    raise AssertionError("a reader returned an object after the writer broke")
 
 
 def _seq_of(parts: list[Any]) -> int:
@@ -376,7 +455,8 @@ FLOORS = {
     "WriterPublishChunk": 60, "WriterSendLocalFrame": 20, "WriterSendRemoteFrame": 60,
     "WriterShutdown": 30, "ReaderTakeChunk": 40, "ReaderRecvFrame": 15, "ReaderTimeout": 1,
     "ReaderResume": 1, "ReaderSeeShutdown": 1, "ReaderClose": 1, "RemoteRecvFrame": 40,
-    "RemoteSeeShutdown": 1,
+    "RemoteSeeShutdown": 1, "WriterReaderLeft": 5, "WriterTellBroken": 5, "ReaderSeeBroken": 1,
+    "ReaderTold": 1, "RemoteSeeBroken": 1,
 }
 
 

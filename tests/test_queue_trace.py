@@ -117,3 +117,26 @@ def test_a_real_run_with_streamed_runs_is_a_behavior_of_the_spec(
         assert counts["RemoteRecvFrame"] == 30
     verdict = rec.validate()
     assert verdict.accepted, verdict.describe()
+
+
+@pytest.mark.parametrize(("n_local", "n_remote"), [(3, 0), (1, 2)],
+                         ids=["a-local-reader-leaves", "a-remote-reader-leaves"])
+def test_a_real_run_where_a_reader_leaves_and_the_others_are_told(
+    n_local: int, n_remote: int
+) -> None:
+    """The last reader rank closes after 8 messages; the writer, waiting for it, breaks
+    and sends BROKEN; every other reader gets all it completed, then BrokenPeerError."""
+    cfg = QueueRunConfig(30, n_local=n_local, n_remote=n_remote, leave_at=8)
+    rec = record_queue_run(cfg)
+    assert rec.writer_error is not None, rec.outcomes
+    assert rec.writer_error.startswith("BrokenPeerError"), rec.writer_error
+    assert f"reader rank {n_local + n_remote - 1} (pid " in rec.writer_error
+    assert all(o.ok for o in rec.outcomes), [o.describe() for o in rec.outcomes]
+    counts = Counter(e.action for e in rec.events)
+    assert counts["WriterReaderLeft"] == 1 and counts["WriterTellBroken"] == 1
+    survivors_local = n_local - (0 if n_remote else 1)
+    assert counts["ReaderSeeBroken"] == counts["ReaderTold"] == survivors_local
+    assert counts["RemoteSeeBroken"] == max(n_remote - 1, 0)
+    assert counts["WriterShutdown"] == 0 and counts["ReaderClose"] == 0
+    verdict = rec.validate()
+    assert verdict.accepted, verdict.describe()

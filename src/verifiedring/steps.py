@@ -110,6 +110,8 @@ WRITER_SEND_LOCAL_FRAME: Final = "WriterSendLocalFrame"  # an overflow frame, af
 WRITER_SEND_REMOTE_FRAME: Final = "WriterSendRemoteFrame"  # every message, within credit
 WRITER_SEND_FAILS: Final = "WriterSendFails"  # a send after the publish failed: broken for good
 WRITER_SHUTDOWN: Final = "WriterShutdown"  # SHUTDOWN(total) on both sockets
+WRITER_READER_LEFT: Final = "WriterReaderLeft"  # a reader's connection closed: broken for good
+WRITER_TELL_BROKEN: Final = "WriterTellBroken"  # BROKEN(total, why) on both sockets
 READER_SUBSCRIBE: Final = "ReaderSubscribe"  # connect and announce the rank
 READER_AWAIT_READY: Final = "ReaderAwaitReady"  # consume READY before any message
 READER_TAKE_CHUNK: Final = "ReaderTakeChunk"  # consume an inline chunk, or take a marker
@@ -123,6 +125,9 @@ READER_SEE_SHUTDOWN: Final = "ReaderSeeShutdown"  # SHUTDOWN drained while waiti
 READER_CLOSE: Final = "ReaderClose"  # ClosedError once all `total` messages are received
 REMOTE_RECV_FRAME: Final = "RemoteRecvFrame"  # verify, consume, acknowledge
 REMOTE_SEE_SHUTDOWN: Final = "RemoteSeeShutdown"  # SHUTDOWN in the remote frame stream
+READER_SEE_BROKEN: Final = "ReaderSeeBroken"  # BROKEN drained from the local socket
+READER_TOLD: Final = "ReaderTold"  # BrokenPeerError once the ring has nothing more
+REMOTE_SEE_BROKEN: Final = "RemoteSeeBroken"  # BROKEN in the remote frame stream: raise
 
 QUEUE_STEPS: Final = (
     WRITER_HANDSHAKE,
@@ -133,6 +138,8 @@ QUEUE_STEPS: Final = (
     WRITER_SEND_REMOTE_FRAME,
     WRITER_SEND_FAILS,
     WRITER_SHUTDOWN,
+    WRITER_READER_LEFT,
+    WRITER_TELL_BROKEN,
     READER_SUBSCRIBE,
     READER_AWAIT_READY,
     READER_TAKE_CHUNK,
@@ -146,6 +153,9 @@ QUEUE_STEPS: Final = (
     READER_CLOSE,
     REMOTE_RECV_FRAME,
     REMOTE_SEE_SHUTDOWN,
+    READER_SEE_BROKEN,
+    READER_TOLD,
+    REMOTE_SEE_BROKEN,
 )
 
 

@@ -177,7 +177,8 @@ def _local_reader_report(w: MessageQueue, sent: list[Any], local: Supervisor) ->
     reports += collect(out, lambda g: any(r[1] == "error" for r in g), bound=CLOSE_GRACE)
     stop_readers(local)
     return {"local_got": received(reports, 0),
-            "local_errors": [r[2] for r in reports if r[1] == "error"]}
+            "local_errors": [r[2] for r in reports if r[1] == "error"],
+            "local_error_messages": [r[3] for r in reports if r[1] == "error"]}
 
 
 def _writer_side_fault(

@@ -140,18 +140,22 @@ def test_remote_reader_killed_on_b(killed_on_b: tuple[Any, Any], measured: Note)
     assert b["warm"] == {1: a["sent"][:3], 2: a["sent"][:3]}
     assert a["local_got"] == a["sent"], a  # the writer's local reader: every message, in order
     survivor = [x[2] for x in b["survivor"] if x[1] == "got"]
-    assert survivor == a["sent"][3:3 + len(survivor)]  # the other remote reader: a prefix
+    assert survivor == a["sent"][3:]  # the other remote reader: every message, then told
+    told = [x for x in b["survivor"] if x[1] == "error"]
+    assert [x[2] for x in told] == ["BrokenPeerError"], b["survivor"]
+    assert f"broke for good after sending {len(a['sent'])} messages" in told[0][3]
+    assert f"reader rank 2 (pid {a['killed_pid']} on host {B}) is gone" in told[0][3]
     measured("kill on B -> writer on A raises", a["detect_seconds"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "library: a writer broken by a remote reader's death sends no SHUTDOWN on close "
-    "(QueueWriter.shutdown returns early once _refusal is set), and a local reader "
-    "detects a lost writer only by its pid; so while the writer's process lives on, its "
-    "local readers wait for the next message forever (timeout=None) after close()"))
-def test_local_reader_learns_of_a_broken_writers_close(killed_on_b: tuple[Any, Any]) -> None:
+def test_local_reader_is_told_the_writer_broke(killed_on_b: tuple[Any, Any]) -> None:
+    """Before BROKEN, the writer's local reader waited for ever (timeout=None) while the
+    writer's process lived on, past its close()."""
     a, _ = killed_on_b
-    assert a["local_errors"] == ["ClosedError"], a["local_errors"]
+    assert a["local_errors"] == ["BrokenPeerError"], a["local_errors"]
+    message = a["local_error_messages"][0]
+    assert f"broke for good after sending {len(a['sent'])} messages" in message
+    assert f"reader rank 2 (pid {a['killed_pid']} on host {B}) is gone" in message
 
 
 def test_outsider_on_b_cannot_subscribe_or_delay_the_writer(measured: Note) -> None:

@@ -24,7 +24,8 @@ class WriterState(enum.Enum):
     REMOTE = "remote"  # a message is published locally, its remote frame not sent yet
     REMOTE_ABORT = "remoteAbort"  # a run was aborted, its ABORT frame not sent yet
     SHUT = "shut"  # SHUTDOWN sent: refuses with ClosedError
-    BROKEN = "broken"  # a send failed or was interrupted, or a reader left
+    BROKEN = "broken"  # a send failed or was interrupted, or a reader left (the
+    # spec's "broken", then "told" once BROKEN is sent: the code keeps one state)
     CLOSED = "closed"  # close() was called (the code's own)
 
 
@@ -38,6 +39,7 @@ class ReaderState(enum.Enum):
     RUN = "run"  # a run was left mid-way: the next dequeue skips its rest
     CLOSED = "closed"  # every message received after SHUTDOWN, or close()
     BROKEN = "broken"  # a message out of place, or the writer is gone
+    TOLD = "told"  # the writer's BROKEN was seen and nothing more can come
 
 
 #: The error each refusing state raises; the reason says why the end is there.
@@ -52,6 +54,7 @@ _ERRORS: dict[enum.Enum, type[Exception]] = {
     ReaderState.INIT: MisuseError,
     ReaderState.CLOSED: ClosedError,
     ReaderState.BROKEN: BrokenPeerError,
+    ReaderState.TOLD: BrokenPeerError,
 }
 
 

@@ -234,10 +234,13 @@ class LocalReader(OverflowReader, QueueReader):
         self._break(why)
 
     def watch_run(self) -> None:
-        """While a run waits for its next chunk: woken, the writer gone, or SHUTDOWN
-        before the run's end (the writer could not abort it) raise."""
+        """While a run waits for its next chunk: woken, the writer gone or broken
+        (BROKEN, nothing more in the ring), or SHUTDOWN before the run's end (the
+        writer could not abort it) raise."""
         self._watch()
         self._look_at_socket()
+        if self._broke is not None and not self._cursor.poll():
+            self._tell()
         total = self._shutdown_total
         run = self._run
         if total is not None and total <= run.seq:

@@ -69,6 +69,8 @@ class QueueReader(MessageQueue):
         self._seq = 0
         # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
         self._shutdown_total: int | None = None
+        # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
+        self._broke: tuple[int, str] | None = None
         self._handle = handle
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
@@ -236,6 +238,16 @@ class QueueReader(MessageQueue):
                 obs.begin(self._actor)
                 obs.end(self._actor, READER_CLOSE, total)
             self._refuse()
+
+    def _told_broken(self) -> BrokenPeerError:
+        """Broken for good, as the writer's BROKEN said (:attr:`_broke`): the error."""
+        assert self._broke is not None
+        total, why = self._broke
+        missed = total - self._seq  # 0: BROKEN follows every message sent, on each channel
+        lost = f"; {missed} of them never arrived" if missed > 0 else ""
+        text = f"{self._writer} broke for good after sending {total} messages{lost} ({why})"
+        self._stop(ReaderState.TOLD, text)
+        return BrokenPeerError(f"{self._who()}: {text}")
 
     def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:
         return BrokenPeerError(

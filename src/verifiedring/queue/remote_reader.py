@@ -8,7 +8,7 @@ from typing import Any
 import zmq
 
 from ..errors import DecodeError, MessageAbortedError, MisuseError
-from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_SHUTDOWN, QueueObserver
+from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_BROKEN, REMOTE_SEE_SHUTDOWN, QueueObserver
 from ..waiting import Deadline
 from . import wire
 from .credit import ack_interval
@@ -66,9 +66,8 @@ class RemoteReader(QueueReader):
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
-        if kind == wire.SHUTDOWN:
-            self._see_shutdown(seq)
-            raise self._out_of_order("remote socket", kind, seq)
+        if kind == wire.SHUTDOWN or kind == wire.BROKEN:
+            raise self._end_of_stream(kind, seq, frames)
         got: Any = None
         try:
             # spec: RemoteRecvFrame -- consume, acknowledge (returns credit), decode; an
@@ -99,6 +98,20 @@ class RemoteReader(QueueReader):
         finally:
             if obs is not None:
                 obs.end(self._actor, REMOTE_RECV_FRAME, seq, got)
+
+    def _end_of_stream(self, kind: int, total: int, frames: list[zmq.Frame]) -> Exception:
+        """SHUTDOWN or BROKEN, the writer's last frame: what this dequeue raises."""
+        if kind == wire.SHUTDOWN:
+            self._see_shutdown(total)
+            return self._out_of_order("remote socket", kind, total)  # fewer than `total`
+        if len(frames) != 2:
+            return self._out_of_order("remote socket", kind, total)
+        # spec: RemoteSeeBroken -- the writer broke after `total` messages: no more
+        self._broke = (total, wire.abort_reason(frames[1].buffer))
+        obs = self._observer
+        if obs is not None:
+            obs.end(self._actor, REMOTE_SEE_BROKEN, total)
+        return self._told_broken()
 
     def _see_shutdown(self, total: int) -> None:
         obs = self._observer

@@ -214,6 +214,16 @@ def send_frames(sock: zmq.Socket[Any], parts: list[Any], what: str, who: str) ->
         ) from None
 
 
+def send_now(sock: Any, parts: list[Any]) -> bool:
+    """Queue ``parts`` on an XPUB without waiting (copied, as :func:`send_frames`);
+    false if a pipe is at its mark (nothing is queued for anyone then)."""
+    try:
+        sock.send_multipart(parts, zmq.NOBLOCK, copy=True)
+    except zmq.Again:
+        return False
+    return True
+
+
 def pending_frames(sock: zmq.Socket[Any]) -> list[zmq.Frame] | None:
     """The next multipart message if one is queued, else ``None`` -- never blocks (a
     poll may report a socket readable for a heartbeat command alone)."""

@@ -4,7 +4,8 @@ Every message starts with one header (:data:`HEADER`, little endian)::
 
     kind     u8    INLINE (0) | OVERFLOW (1) | READY (2) | SHUTDOWN (3) | INLINE_LENT (4)
                    | RUN_FIRST (5) | RUN_MORE (6) | RUN_LAST (7) | RUN_ABORT (8) | RAW (9)
-    seq      u64   the message's sequence number (SHUTDOWN: messages sent in all)
+                   | BROKEN (10)
+    seq      u64   the message's sequence number (SHUTDOWN, BROKEN: messages sent in all)
     nstream  u64   bytes of the pickle stream (a run chunk: its bytes of the run)
     nbuf     u32   number of out-of-band buffers (a run chunk: its part, 0, 1, ...)
 
@@ -31,7 +32,9 @@ followed, for INLINE, INLINE_LENT and OVERFLOW, by ``nbuf`` u64 buffer lengths
   ``[header, stream, *buffers]`` with ``kind == OVERFLOW``; a run aborted
   mid-message reaches remote readers as ``[RUN_ABORT header, reason]``
   (:func:`abort_frame`).
-* **Control frame**: ``[header]`` with ``kind`` READY or SHUTDOWN.
+* **Control frame**: ``[header]`` with ``kind`` READY or SHUTDOWN; ``[header,
+  reason]`` with ``kind`` BROKEN (the writer broke: the reason, UTF-8,
+  :func:`broken_frame`).
 * **Acknowledgement** (remote reader to writer): :data:`ACK`, ``u32 rank, u64
   received count`` (:func:`ack_message`, :func:`read_ack`).
 * **Hello body** (a reader's subscription topic, tagged by :mod:`.sockets`):
@@ -63,16 +66,17 @@ RUN_MORE = 6
 RUN_LAST = 7
 RUN_ABORT = 8
 RAW = 9
+BROKEN = 10
 KIND_NAMES = {
     INLINE: "INLINE", OVERFLOW: "OVERFLOW", READY: "READY", SHUTDOWN: "SHUTDOWN",
     INLINE_LENT: "INLINE_LENT", RUN_FIRST: "RUN_FIRST", RUN_MORE: "RUN_MORE",
-    RUN_LAST: "RUN_LAST", RUN_ABORT: "RUN_ABORT", RAW: "RAW",
+    RUN_LAST: "RUN_LAST", RUN_ABORT: "RUN_ABORT", RAW: "RAW", BROKEN: "BROKEN",
 }
 #: What a ring chunk may hold where a message starts.
 CHUNK_KINDS = frozenset((INLINE, INLINE_LENT, OVERFLOW, RUN_FIRST, RAW))
 #: What may follow a run's chunk.
 RUN_NEXT_KINDS = frozenset((RUN_MORE, RUN_LAST, RUN_ABORT))
-#: READY and SHUTDOWN: control messages that may share a pipe with the window.
+#: READY, then SHUTDOWN or BROKEN: control messages that may share a pipe with the window.
 CONTROL_MESSAGES = 2
 
 HEADER = struct.Struct("<BQQI")
@@ -266,8 +270,13 @@ def abort_frame(seq: int, reason: str) -> list[bytes]:
     return [HEADER.pack(RUN_ABORT, seq, 0, 0), reason.encode("utf-8", "replace")]
 
 
+def broken_frame(total: int, reason: str) -> list[bytes]:
+    """BROKEN: the writer broke for good after ``total`` messages, for ``reason``."""
+    return [HEADER.pack(BROKEN, total, 0, 0), reason.encode("utf-8", "replace")]
+
+
 def abort_reason(part: Any) -> str:
-    """The reason an ABORT frame's (or chunk's) bytes carry."""
+    """The reason an ABORT frame's (or chunk's) or a BROKEN frame's bytes carry."""
     return bytes(part).decode("utf-8", "replace")
 
 

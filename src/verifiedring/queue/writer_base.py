@@ -10,6 +10,7 @@ message is :class:`~.writer.QueueWriter`'s.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import weakref
@@ -18,7 +19,14 @@ from typing import Any
 
 from ..errors import BrokenPeerError, RingTimeoutError
 from ..layout import RingLayout
-from ..steps import WRITER_ACTOR, WRITER_HANDSHAKE, WRITER_SEND_FAILS, QueueObserver
+from ..steps import (
+    WRITER_ACTOR,
+    WRITER_HANDSHAKE,
+    WRITER_READER_LEFT,
+    WRITER_SEND_FAILS,
+    WRITER_TELL_BROKEN,
+    QueueObserver,
+)
 from ..waiting import Deadline, StallLog, wait_readable
 from . import wire
 from .flavors.arena import ArenaOptions, arena_writer
@@ -28,8 +36,16 @@ from .lifecycle import WriterState
 from .message_queue import MessageQueue
 from .peers import Peers
 from .serialization import Serializer
-from .sockets import Signer, new_key
+from .sockets import Signer, new_key, send_now
 from .transmitters import LocalTransmitter, RemoteOptions, RemoteTransmitter
+
+logger = logging.getLogger("verifiedring")
+
+#: The states in which the readers hear of a break: after READY, before SHUTDOWN.
+_TOLD_OF_BREAKS = frozenset((
+    WriterState.CHUNK, WriterState.RUN, WriterState.LOCAL, WriterState.REMOTE,
+    WriterState.REMOTE_ABORT,
+))
 
 #: A channel's send: ``(parts, what, seq, observer)``.
 Send = Callable[[list[Any], str, int, "QueueObserver | None"], None]
@@ -197,11 +213,36 @@ class WriterBase(MessageQueue):
         try:
             self._peers.watch()
         except BrokenPeerError as exc:
+            obs = self._observer
+            if obs is not None:
+                obs.begin(WRITER_ACTOR)
+                # spec: WriterReaderLeft -- a reader's connection closed: broken for good
+                obs.end(WRITER_ACTOR, WRITER_READER_LEFT, self._seq)
             self._break(f"broken since a reader left: {exc}")
             raise
 
     def _break(self, why: str) -> None:
+        """Broken for good; readers past READY are told (:meth:`_tell_broken`)."""
+        told = self._state in _TOLD_OF_BREAKS
         self._stop(WriterState.BROKEN, why)
+        if told:
+            self._tell_broken(why)
+
+    def _tell_broken(self, why: str) -> None:
+        """BROKEN(messages sent, ``why``) on both sockets, after every frame sent so
+        far; never waits (a pipe at its mark: logged, that channel is not told)."""
+        obs = self._observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
+        # spec: WriterTellBroken -- the survivors learn the queue is broken, and why
+        parts = wire.broken_frame(self._seq, why)
+        for side, sock in (("local", None if self._local is None else self._local.frames.socket),
+                           ("remote", None if self._remote is None else self._remote.socket)):
+            if sock is not None and not send_now(sock, parts):
+                logger.warning("%s: the %s readers were not told the writer broke (a pipe "
+                               "at its mark): %s", self._who(), side, why)
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, self._seq)
 
     def _break_interrupted(self, exc: BaseException, what: str, after: str) -> None:
         """``what`` raised (an interrupt too) after ``after``: its sequence number is

@@ -77,7 +77,7 @@ class LocalFrames:
         self.before_send: Callable[[list[Any]], None] | None = None
         self._frames.socket = self
 
-    def send_multipart(self, parts: list[Any], copy: bool = True) -> None:
+    def send_multipart(self, parts: list[Any], flags: int = 0, copy: bool = True) -> None:
         if self.before_send is not None:
             self.before_send(parts)
         if self.wedged:
@@ -85,7 +85,7 @@ class LocalFrames:
         if self.holding:
             self.held.append(parts)
         else:
-            self.sock.send_multipart(parts, copy=copy)
+            self.sock.send_multipart(parts, flags, copy=copy)
 
     def release(self) -> None:
         """Send the frames held back, in order."""

@@ -16,7 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ClosedError, DecodeError, MessageAbortedError, MisuseError, RingTimeoutError
+from ..errors import (
+    BrokenPeerError,
+    ClosedError,
+    DecodeError,
+    MessageAbortedError,
+    MisuseError,
+    RingTimeoutError,
+)
 from ..queue.handle import Handle
 from ..queue.message_queue import MessageQueue
 from ..queue.writer import QueueWriter
@@ -80,7 +87,9 @@ class QueueRunConfig:
     """One traced run. ``zero_timeout_every``: reader ranks' dequeues use timeout=0
     (retrying on RingTimeoutError) for every such message; ``large_objects``: the
     writer's mode. ``writer_type`` and ``reader_setup`` (run first in each reader's
-    process; importable by name) change the code under trace, e.g. to a known bug's."""
+    process; importable by name) change the code under trace, e.g. to a known bug's.
+    ``leave_at``: the last reader rank closes after that many messages; the writer
+    breaks, and the others end at its BROKEN (not at SHUTDOWN)."""
 
     messages: int = 30
     n_local: int = 2
@@ -90,45 +99,66 @@ class QueueRunConfig:
     stall_timeout: float = 10.0
     large_objects: str = "socket"  # "stream": objects above a chunk are runs
     abort_at: int = -1  # this message's pickling raises mid-run (stream, no remote reader)
+    leave_at: int = -1
     chunk_bytes: int = CHUNK_BYTES
     writer_type: type[QueueWriter] = QueueWriter
     reader_setup: Callable[[], None] | None = None
 
 
+#: What :func:`_take` returns for a poll that found nothing, and at the queue's end.
+_AGAIN = object()
+_END = object()
+
+
+def _take(q: MessageQueue, k: int, rank: int, cfg: QueueRunConfig) -> Any:
+    """Message ``k`` as the run expects it (its DecodeError turned into the object that
+    failed), :data:`_AGAIN` after a timeout=0 poll, :data:`_END` at ClosedError or,
+    in a run where a reader leaves, at the writer's BROKEN."""
+    zero = cfg.zero_timeout_every and k % cfg.zero_timeout_every == 0
+    try:
+        return q.dequeue(0 if zero else cfg.stall_timeout)
+    except RingTimeoutError:
+        if not zero:
+            raise
+        return _AGAIN  # the retry returns the same message
+    except DecodeError as exc:
+        want = make_object(k, cfg.decode_fail_every, cfg.abort_at)
+        aborted = isinstance(exc, MessageAbortedError)
+        if not isinstance(want, AbortsMidRun if aborted else Unloadable):
+            raise AssertionError(f"rank {rank}: message #{k}: {exc}") from exc
+        return want
+    except ClosedError:
+        return _END
+    except BrokenPeerError as exc:
+        if cfg.leave_at < 0 or "broke for good" not in str(exc):
+            raise
+        return _END
+
+
 def traced_queue_reader(handle: Handle, rank: int, log: QueueLog, cfg: QueueRunConfig) -> int:
-    """Dequeue until ClosedError, checking every object exactly; the number received."""
+    """Dequeue until ClosedError (or the writer's BROKEN, or ``cfg.leave_at`` for the
+    leaving rank), checking every object exactly; the number received."""
     if cfg.reader_setup is not None:
         cfg.reader_setup()
     rec = QueueRecorder(log, identify)
-    received = 0
+    k = 0
     try:
         with MessageQueue.create_from_handle(handle, rank, observer=rec) as q:
             q.wait_until_ready(cfg.stall_timeout)
-            k = 0
-            while True:
-                zero = cfg.zero_timeout_every and k % cfg.zero_timeout_every == 0
-                try:
-                    obj = q.dequeue(0 if zero else cfg.stall_timeout)
-                except RingTimeoutError:
-                    if not zero:
-                        raise
-                    continue  # the retry returns the same message
-                except DecodeError as exc:
-                    want = make_object(k, cfg.decode_fail_every, cfg.abort_at)
-                    aborted = isinstance(exc, MessageAbortedError)
-                    if not isinstance(want, AbortsMidRun if aborted else Unloadable):
-                        raise AssertionError(f"rank {rank}: message #{k}: {exc}") from exc
-                    obj = want
-                except ClosedError:
+            leaves = rank == cfg.n_local + cfg.n_remote - 1 and cfg.leave_at >= 0
+            while not (leaves and k == cfg.leave_at):
+                obj = _take(q, k, rank, cfg)
+                if obj is _AGAIN:
+                    continue
+                if obj is _END:
                     break
                 expected = make_object(k, cfg.decode_fail_every, cfg.abort_at)
                 if identify(obj) != k or (type(obj) is tuple and obj != expected):
                     raise AssertionError(f"rank {rank}: message #{k} arrived as {identify(obj)}")
                 k += 1
-                received = k
     finally:
         rec.close()
-    return received
+    return k
 
 
 @dataclass

@@ -31,6 +31,7 @@ from ..steps import (
     QUEUE_STEPS,
     READER_TIMEOUT,
     WRITER_ACTOR,
+    WRITER_READER_LEFT,
     WRITER_SEND_FAILS,
     reader_actor,
 )
@@ -122,12 +123,15 @@ REASONS = {
     "ReplayStepInv": "the event is not that actor's next step in the spec",
     "ReplayAgreeInv": "what the event moved (kind, sequence number, object, total) differs",
 }
+#: The writer's failures, which share one budget in the spec (MaxSendFails).
+_FAILURES = (WRITER_SEND_FAILS, WRITER_READER_LEFT)
 SAFETY_INVARIANTS = (
     "TypeOKInv",
     "DeliveredPrefixInv",
     "NoLossInv",
     "NoOutOfOrderInv",
     "ClosedAfterAllInv",
+    "ToldAfterAllInv",
 )
 
 
@@ -141,11 +145,16 @@ QUEUE = Harness(
 
 def tla_module(events: Sequence[QueueEvent]) -> str:
     """The events as ``TraceData.TraceLog``, in the spec's numbering: sequence
-    numbers and objects from 1, SHUTDOWN's total as is, 0 for none."""
-    shut = {"WriterShutdown", "ReaderSeeShutdown", "RemoteSeeShutdown", "ReaderClose"}
+    numbers and objects from 1, counts (SHUTDOWN's and BROKEN's totals, a reader's
+    messages received when it is told) as they are, 0 for none."""
+    counts = {
+        "WriterShutdown", "ReaderSeeShutdown", "RemoteSeeShutdown", "ReaderClose",
+        "WriterReaderLeft", "WriterTellBroken", "ReaderSeeBroken", "RemoteSeeBroken",
+        "ReaderTold",
+    }
     rows = []
     for e in events:
-        seq = e.seq if e.action in shut else e.seq + 1
+        seq = e.seq if e.action in counts else e.seq + 1
         obj = {NO_OBJECT: 0, DECODE_ERROR: -1}.get(e.obj, e.obj + 1)
         kind = e.kind
         rows.append(
@@ -177,7 +186,7 @@ def validate_queue(
         f"    LocalHWM = {hwm_for_window(max_chunks + 1)}\n"
         f"    RemoteHWM = {hwm_for_window(remote_window)}\n    Window = {remote_window}\n"
         f"    MaxTimeouts = {sum(e.action == READER_TIMEOUT for e in events)}\n"
-        f"    MaxSendFails = {sum(e.action == WRITER_SEND_FAILS for e in events)}\n"
+        f"    MaxSendFails = {sum(e.action in _FAILURES for e in events)}\n"
         f"    MaxDecodeFails = {sum(e.obj == DECODE_ERROR for e in events)}\n"
         "    WaitSubs = TRUE\n    SendReady = TRUE\n    ConsumeReady = TRUE\n"
         '    PendingDesign = "remember"\n    SeqCheck = TRUE\n    StashDesign = "stash"\n'

@@ -14,7 +14,10 @@ while it waited on the ring, or received now; its sequence number must equal
 ``pending``. A timeout raises :class:`RingTimeoutError` and leaves ``pending``
 set: the retry goes straight to the frame and returns that same object. While
 it waits on the ring, the reader looks at its socket every ``SLICE`` seconds:
-frames that arrive are stashed in order, and SHUTDOWN is noted.
+frames that arrive are stashed in order, SHUTDOWN and BROKEN are noted. Once
+BROKEN is noted, the reader takes what the ring still has (published before
+BROKEN was sent), then raises :class:`BrokenPeerError` with the writer's reason;
+so does a frame wait that finds BROKEN where the frame would be.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from ...ring import ReaderCursor
 from ...steps import (
     READER_RECV_FRAME,
     READER_RESUME,
+    READER_SEE_BROKEN,
     READER_SEE_SHUTDOWN,
     READER_STASH,
     READER_TIMEOUT,
+    READER_TOLD,
     WRITER_ACTOR,
     WRITER_SEND_LOCAL_FRAME,
     QueueObserver,
@@ -78,6 +83,7 @@ class OverflowReader:
     _observer: QueueObserver | None
     _actor: str
     _shutdown_total: int | None
+    _broke: tuple[int, str] | None
 
     def _init_overflow(self) -> None:
         # Invariant: the marker seq whose frame is awaited while _state is FRAME.
@@ -101,6 +107,8 @@ class OverflowReader:
         if self._stash:
             frames = self._stash.popleft()
         else:
+            if self._broke is not None:  # BROKEN came after every frame sent: not this one
+                self._tell()
             try:
                 frames = self._recv(
                     self._sock, deadline,
@@ -113,6 +121,8 @@ class OverflowReader:
                     obs.begin(self._actor)
                     obs.end(self._actor, READER_TIMEOUT, pending)
                 raise
+            if self._note_broken(frames):
+                self._tell()
         if obs is not None:
             obs.begin(self._actor)
         seq = -1
@@ -142,7 +152,12 @@ class OverflowReader:
             return True
         if self.shutting_down:
             self._cancelled()
-        if self._look_at_socket():
+        looked = self._look_at_socket()
+        if self._broke is not None:
+            if self._cursor.poll():  # published before BROKEN was sent
+                return True
+            self._tell()
+        if looked:
             total = self._shutdown_total
             if total is not None:
                 self._saw_shutdown(total)
@@ -163,6 +178,8 @@ class OverflowReader:
         SHUTDOWN's total."""
         sock = self._sock
         while (frames := pending_frames(sock)) is not None:
+            if self._note_broken(frames):
+                continue
             kind, seq = self._parse_header(frames[0])[:2]
             obs = self._observer
             if obs is not None:
@@ -178,6 +195,33 @@ class OverflowReader:
                 if obs is not None:
                     obs.end(self._actor, READER_STASH, seq)
 
+    def _note_broken(self, frames: list[zmq.Frame]) -> bool:
+        """Whether ``frames`` is the writer's BROKEN; noted if so."""
+        if len(frames) != 2 or frames[0].buffer.nbytes != wire.HEADER_BYTES:
+            return False
+        kind, total = wire.read_header(frames[0].buffer)[:2]
+        if kind != wire.BROKEN:
+            return False
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
+        # spec: ReaderSeeBroken -- the writer broke after `total` messages
+        self._broke = (total, wire.abort_reason(frames[1].buffer))
+        if obs is not None:
+            obs.end(self._actor, READER_SEE_BROKEN, total)
+        return True
+
+    def _tell(self) -> NoReturn:
+        """BROKEN was noted and nothing published is left: broken for good."""
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
+        # spec: ReaderTold -- BrokenPeerError with the writer's reason, for good
+        err = self._told_broken()
+        if obs is not None:
+            obs.end(self._actor, READER_TOLD, self._seq)
+        raise err
+
     if TYPE_CHECKING:  # what the reader provides (QueueReader)
 
         def _recv(
@@ -191,6 +235,8 @@ class OverflowReader:
         def _load_frame(self, seq: int, frames: list[zmq.Frame]) -> Any: ...
 
         def _saw_shutdown(self, total: int) -> None: ...
+
+        def _told_broken(self) -> BrokenPeerError: ...
 
         def _watch(self) -> None: ...
 
