@@ -11,7 +11,10 @@ only, named with the creator's pid (:mod:`verifiedring.leftovers` reaps those
 of dead creators at each create). No page is ever touched unreserved: create
 reserves (``posix_fallocate``) the ranges it is told to commit (default: all),
 the rest stays sparse until :meth:`SharedSegment.reserve` backs it, before
-any store there. A full ``/dev/shm`` is a :class:`SharedMemoryFullError` (a
+any store there. Creates in one ``/dev/shm`` (whatever PID namespace each runs
+in) take turns: each holds the directory's lock from its room check to the end
+of its reservation, so concurrent creates never split the room between them and
+fail together. A full ``/dev/shm`` is a :class:`SharedMemoryFullError` (a
 :class:`MisuseError`) naming the sizes at that call, never a SIGBUS at the
 first touch of a page later. A created segment that is collected without
 :meth:`SharedSegment.unlink` is unlinked then, by its creator process only.
@@ -23,10 +26,12 @@ import _posixshmem
 import contextlib
 import errno
 import fcntl
+import logging
 import mmap
 import os
+import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import resource_tracker
 
 from .cgroup import check_cgroup_memory_available
@@ -39,6 +44,8 @@ __all__ = [
     "NAME_PREFIX", "SHM_DIR", "RoomCheck", "SharedSegment", "check_room", "no_room", "preflight",
     "use_room_check",
 ]
+
+logger = logging.getLogger("verifiedring")
 
 #: A room check: ``(size, directory, what)``, raising if the segment cannot be made.
 RoomCheck = Callable[[int, str, str], None]
@@ -101,6 +108,38 @@ def preflight(size: int, what: str = "the ring's segment") -> None:
     _room_check(size, SHM_DIR, what)
 
 
+#: The longest a create waits for another's turn (one that holds it longer is stopped
+#: or hung: the create goes on without its turn, logged).
+TURN_WAIT = 10.0
+
+
+@contextlib.contextmanager
+def _turn(directory: str = SHM_DIR) -> Iterator[None]:
+    """Hold ``directory``'s lock (``flock`` on the directory itself, so nothing is left
+    behind; the kernel keeps it across PID namespaces) for the block, waiting at
+    most :data:`TURN_WAIT`; without it where the directory cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + TURN_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    logger.warning("pid %d: another process held %s's create lock for %.0f s: "
+                                   "creating without it", os.getpid(), directory, TURN_WAIT)
+                    break
+                time.sleep(0.0005)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _unlink_if_creator(name: str, creator: int) -> None:
     """The finalizer of a created segment: unlink it, in the creator process only."""
     if os.getpid() == creator:
@@ -147,9 +186,15 @@ class SharedSegment:
         if size < 1:
             raise MisuseError(f"segment size must be >= 1 byte, got {size}")
         reap()
+        with _turn():  # the room check and the reservation: one step among creates
+            return cls._create(size, name or segment_name(),
+                               ((0, size),) if commit is None else commit, what)
+
+    @classmethod
+    def _create(
+        cls, size: int, name: str, ranges: Sequence[tuple[int, int]], what: str
+    ) -> SharedSegment:
         preflight(size, what)
-        name = name or segment_name()
-        ranges = ((0, size),) if commit is None else commit
         try:
             fd = _posixshmem.shm_open(
                 _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE

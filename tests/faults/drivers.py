@@ -1118,3 +1118,48 @@ def claimed_twice(channel: str) -> Obs:
         stop_readers(run)
         w.close()
     return obs
+
+
+# --- concurrent creates in one /dev/shm ------------------------------------------------
+
+#: Bytes of each segment in the concurrent-create rounds: two fit the case's /dev/shm.
+RACE_SEGMENT = 12 * 1024 * 1024
+
+
+def _race_creator(start: Any, reports: Any, done: Any) -> None:
+    """Create one fully reserved segment at ``start``; report "ok" or the error's
+    message; hold the segment until ``done``."""
+    from verifiedring.shm import SharedSegment
+
+    start.wait(T)
+    try:
+        seg = SharedSegment.create(RACE_SEGMENT, what="a racing segment")
+    except Exception as exc:
+        reports.put(f"{type(exc).__name__}: {exc}")
+        return
+    reports.put("ok")
+    done.wait(T)
+    seg.unlink()
+    seg.close()
+
+
+def concurrent_creates(rounds: int, racers: int) -> Obs:
+    """``rounds`` times: ``racers`` processes create a segment each at the same moment
+    (a barrier) in a /dev/shm that two fit; what each got, per round."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    obs: Obs = {"free": shm_free(), "rounds": []}
+    for _ in range(rounds):
+        start, done, reports = ctx.Barrier(racers), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_race_creator, args=(start, reports, done))
+                 for _ in range(racers)]
+        for p in procs:
+            p.start()
+        got = [reports.get(timeout=T) for _ in procs]
+        done.set()
+        for p in procs:
+            p.join(T)
+        obs["rounds"].append(sorted(got))
+        obs["left"] = listing()
+    return obs

@@ -54,3 +54,25 @@ def test_two_rings_that_do_not_fit_together(bypass_check: bool) -> None:
         assert obs["control_rc"] == -signal.SIGBUS
     assert run.returncode == 0  # exited normally: no SIGBUS
     assert run.left == ()
+
+
+def test_concurrent_creates_make_exactly_the_segments_that_fit() -> None:
+    """Four processes create a 12 MiB segment at once in a 30 MiB /dev/shm, 8 times:
+    each time exactly two are made and two refused, naming the bytes free then (less
+    than they need). Before, their reservations interleaved: pages one create had
+    taken made another's fail, and both gave theirs back -- rounds where 1 or 0 were
+    made, the refusal saying more bytes were free than required."""
+    obs, run = run_case(drivers.concurrent_creates, 8, 4, shm_bytes=30 * MIB, timeout=120.0)
+    need = drivers.RACE_SEGMENT
+    assert 2 * need < obs["free"] < 3 * need, obs["free"]
+    for got in obs["rounds"]:
+        made = [g for g in got if g == "ok"]
+        refused = [g for g in got if g != "ok"]
+        assert len(made) == 2, obs["rounds"]
+        for message in refused:
+            assert message.startswith("SharedMemoryFullError: "), message
+            assert f"a racing segment: {need} bytes" in message, message
+            free = int(message.split(" required, ")[1].split(" bytes free")[0])
+            assert free < need, message  # what was free when it was refused
+    assert obs["left"] == []
+    assert run.left == ()
