@@ -321,6 +321,8 @@ class Setting:
 
 
 SETTINGS = [
+    Setting("README.md", "a turn held past 10 s is", "the longest a create waits for its turn",
+            ("verifiedring.shm", "TURN_WAIT", 10.0)),
     Setting("README.md", "handshake within 2 s is dropped", "the writer's CURVE handshake bound",
             ("verifiedring.queue.curve", "HANDSHAKE_IVL_MS", 2000)),
     Setting("README.md", "a 1 ms spin, then the futex", "the reader's spin before it blocks",
