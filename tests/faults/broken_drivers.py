@@ -7,6 +7,7 @@ readers; SIGKILL ends the victim after the handshake.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -83,5 +84,55 @@ def reader_killed_survivor_told(channel_kind: str, flavor: str) -> Obs:
     finally:
         stop_readers(victim)
         survivor.wait(T)
+        w.close()
+    return obs
+
+
+def reattach_proc(handle: Handle, rank: int) -> None:
+    """Attach as ``rank`` and wait for READY: report ("error", type, message, seconds)
+    or ("ready",)."""
+    line = channel()
+    t0 = time.monotonic()
+    try:
+        with MessageQueue.create_from_handle(handle, rank) as r:
+            r.wait_until_ready(T)
+            line.send(("ready",))
+    except Exception as exc:
+        line.send(("error", type(exc).__name__, str(exc), time.monotonic() - t0))
+
+
+def killed_rank_reattached(channel_kind: str) -> Obs:
+    """Local (or remote) ranks 0 and 1; SIGKILL rank 1; a new process attaches as rank
+    1 while the writer goes on sending to rank 0: what the new process gets."""
+    local = channel_kind == "local"
+    w = MessageQueue(
+        2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
+        max_chunk_bytes=SMALL, remote_window=4,
+    )
+    handle = w.export_handle()
+    first = readers(handle, [0, 1])
+    first.start()
+    obs: Obs = {}
+    again = Supervisor([Task(reattach_proc, (handle, 1), name="again")])
+    try:
+        w.wait_until_ready(T)
+        w.enqueue("one", timeout=T)
+        collect([first.channel(n) for n in first.names],
+                lambda g: len([x for x in g if x[1] == "got"]) == 2)
+        first.signal("rank 1", signal.SIGKILL)
+        again.start()
+        line = again.channel("again")
+        reports: list[Any] = []
+        sent = 1
+        deadline = time.monotonic() + T
+        while not reports and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):  # the writer breaks once it sees rank 1 gone
+                w.enqueue(f"more {sent}", timeout=0.1)
+                sent += 1
+            reports = collect(line, lambda g: bool(g), bound=0.05)
+        obs["again"] = reports[0] if reports else None
+    finally:
+        again.wait(T)
+        stop_readers(first)
         w.close()
     return obs

@@ -45,6 +45,10 @@ class Peers:
         for sock, _ in self._socks:
             self._poller.register(sock, zmq.POLLIN)
 
+    def sockets(self) -> list[zmq.Socket[Any]]:
+        """The XPUBs the readers subscribe to (local, remote; where there is one)."""
+        return [sock for sock, _ in self._socks]
+
     def complete(self) -> bool:
         """Every local rank and ``n_remote`` remote readers have joined."""
         return set(self.local) == self._want_local and len(self.remote) >= self._n_remote

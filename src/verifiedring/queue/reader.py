@@ -220,6 +220,12 @@ class QueueReader(MessageQueue):
         if obs is not None:
             obs.begin(self._actor)
             obs.end(self._actor, READER_AWAIT_READY, header[1])
+        if header[0] == wire.LATE:
+            why = (f"it subscribed after {self._writer} had sent READY to the readers that "
+                   "joined in time: a reader cannot join a running queue, nor re-attach as "
+                   "a rank that left it (the writer may have broken since)")
+            self._break(why)
+            raise BrokenPeerError(f"{self._who()}: {why}")
         if header[0] != wire.READY:
             raise BrokenPeerError(
                 f"{self._who()}: expected READY as the first message, got "

@@ -214,6 +214,12 @@ def send_frames(sock: zmq.Socket[Any], parts: list[Any], what: str, who: str) ->
         ) from None
 
 
+def welcome(xpub: zmq.Socket[Any], message: bytes) -> None:
+    """Every subscriber that connects to ``xpub`` from now on gets ``message`` first
+    (ZeroMQ sends it; no call of the writer is needed)."""
+    xpub.setsockopt(zmq.XPUB_WELCOME_MSG, message)
+
+
 def send_now(sock: Any, parts: list[Any]) -> bool:
     """Queue ``parts`` on an XPUB without waiting (copied, as :func:`send_frames`);
     false if a pipe is at its mark (nothing is queued for anyone then)."""

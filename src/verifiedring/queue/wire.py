@@ -4,7 +4,7 @@ Every message starts with one header (:data:`HEADER`, little endian)::
 
     kind     u8    INLINE (0) | OVERFLOW (1) | READY (2) | SHUTDOWN (3) | INLINE_LENT (4)
                    | RUN_FIRST (5) | RUN_MORE (6) | RUN_LAST (7) | RUN_ABORT (8) | RAW (9)
-                   | BROKEN (10)
+                   | BROKEN (10) | LATE (11)
     seq      u64   the message's sequence number (SHUTDOWN, BROKEN: messages sent in all)
     nstream  u64   bytes of the pickle stream (a run chunk: its bytes of the run)
     nbuf     u32   number of out-of-band buffers (a run chunk: its part, 0, 1, ...)
@@ -34,7 +34,8 @@ followed, for INLINE, INLINE_LENT and OVERFLOW, by ``nbuf`` u64 buffer lengths
   (:func:`abort_frame`).
 * **Control frame**: ``[header]`` with ``kind`` READY or SHUTDOWN; ``[header,
   reason]`` with ``kind`` BROKEN (the writer broke: the reason, UTF-8,
-  :func:`broken_frame`).
+  :func:`broken_frame`); ``[header]`` with ``kind`` LATE: what a reader that
+  connects after READY gets first (ZeroMQ's welcome message, :func:`late_frame`).
 * **Acknowledgement** (remote reader to writer): :data:`ACK`, ``u32 rank, u64
   received count`` (:func:`ack_message`, :func:`read_ack`).
 * **Hello body** (a reader's subscription topic, tagged by :mod:`.sockets`):
@@ -67,10 +68,12 @@ RUN_LAST = 7
 RUN_ABORT = 8
 RAW = 9
 BROKEN = 10
+LATE = 11
 KIND_NAMES = {
     INLINE: "INLINE", OVERFLOW: "OVERFLOW", READY: "READY", SHUTDOWN: "SHUTDOWN",
     INLINE_LENT: "INLINE_LENT", RUN_FIRST: "RUN_FIRST", RUN_MORE: "RUN_MORE",
     RUN_LAST: "RUN_LAST", RUN_ABORT: "RUN_ABORT", RAW: "RAW", BROKEN: "BROKEN",
+    LATE: "LATE",
 }
 #: What a ring chunk may hold where a message starts.
 CHUNK_KINDS = frozenset((INLINE, INLINE_LENT, OVERFLOW, RUN_FIRST, RAW))
@@ -268,6 +271,11 @@ def load_frame(seq: int, parts: list[Any]) -> Any:
 def abort_frame(seq: int, reason: str) -> list[bytes]:
     """What remote readers get where the frame of a message aborted mid-run would be."""
     return [HEADER.pack(RUN_ABORT, seq, 0, 0), reason.encode("utf-8", "replace")]
+
+
+def late_frame() -> bytes:
+    """LATE: the writer's handshake is over; the reader that gets it joined too late."""
+    return HEADER.pack(LATE, 0, 0, 0)
 
 
 def broken_frame(total: int, reason: str) -> list[bytes]:

@@ -36,7 +36,7 @@ from .lifecycle import WriterState
 from .message_queue import MessageQueue
 from .peers import Peers
 from .serialization import Serializer
-from .sockets import Signer, new_key, send_now
+from .sockets import Signer, new_key, send_now, welcome
 from .transmitters import LocalTransmitter, RemoteOptions, RemoteTransmitter
 
 logger = logging.getLogger("verifiedring")
@@ -178,6 +178,8 @@ class WriterBase(MessageQueue):
         if obs is not None:
             obs.begin(WRITER_ACTOR)
         self._send_control([wire.control_header(wire.READY, 0)], "READY")
+        for xpub in self._peers.sockets():
+            welcome(xpub, wire.late_frame())  # a later subscriber is told it is late
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_HANDSHAKE, -1)
         if self._local is not None:
