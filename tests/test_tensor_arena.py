@@ -422,7 +422,7 @@ class Paused:
         def run() -> None:
             try:
                 body()
-            except BaseException as e:  # noqa: BLE001 - reported by the test
+            except BaseException as e:  # reported by the test
                 self.errors.append(e)
             finally:
                 self.reached.set()

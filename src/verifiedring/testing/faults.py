@@ -248,14 +248,15 @@ def before_arena_fences(hook: Callable[[], None]) -> Iterator[None]:
     """While inside, every fence of the tensor arena (FA1-FA3 in ``arena.py``: the
     writer's claim, a reader's sweep, a view's release) calls ``hook()`` first, in the
     thread that runs it (a test pauses one thread there)."""
-    real = _arena.fence
+    names = vars(_arena)  # arena.py calls its module-level ``fence``
+    real: Callable[[], None] = names["fence"]
 
     def hooked() -> None:
         hook()
         real()
 
-    _arena.fence = hooked
+    names["fence"] = hooked
     try:
         yield
     finally:
-        _arena.fence = real
+        names["fence"] = real
