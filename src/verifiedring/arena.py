@@ -26,7 +26,9 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   that nothing reads the view any more (vLLM's ``flush_releases``). At the
   start of each dequeue, and at close, the reader also clears the byte of
   every slot it does not view whose message it has consumed (one that failed
-  to decode) -- at close, of every slot it does not view.
+  to decode) -- at close, of every slot it does not view. A finalizer runs in
+  whatever thread frees the storage: releases, these sweeps and a view's
+  registration take the reader's lock, one step each.
 * Memory order: the ring publishes the message after the writer's stores
   above and the reader loads the slot after taking it (the ring's fences
   order them); a fence precedes each release store (the view's loads before
