@@ -29,12 +29,15 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   to decode) -- at close, of every slot it does not view. A finalizer runs in
   whatever thread frees the storage: releases, these sweeps and a view's
   registration take the reader's lock, one step each.
-* Memory order: the ring publishes the message after the writer's stores
-  above and the reader loads the slot after taking it (the ring's fences
-  order them); a fence precedes each release store (the view's loads before
-  it) and follows the writer's loads that found a slot free (before its
-  stores). The writer unlinks the segment's name once every reader has
-  attached, as the ring's.
+* Memory order (``spec/TensorArenaRelaxed.tla``): the ring publishes the
+  message after the writer's stores above and the reader loads the slot after
+  taking it (the ring's fences order them); a fence precedes each release
+  store (FA3: the view's loads before it; FA2 in the sweep) and follows the
+  writer's loads that found a slot free (FA1); the claim's seq store precedes
+  its owes stores (FA4) and the sweep's owes load its seq load (FA5), so a
+  sweep that loads a new claim's byte 1 loads that claim's seq (not consumed).
+  The writer unlinks the segment's name once every reader has attached, as
+  the ring's.
 * A queue's reader announces itself to the hook of :func:`use_attach_hook`
   (compat: vLLM's registry of reader arenas).
 
@@ -198,6 +201,7 @@ class ArenaWriter(_Arena):
         # spec: ArenaClaim -- seq, gen, then every reader's owes byte = 1
         self._gen += 1
         _META.pack_into(self.segment.buf, slot * self._meta, seq, self._gen)
+        fence()  # FA4: the seq/gen store before the owes stores (a sweep seeing 1 sees the seq)
         with self.owes(slot) as owes:
             owes[:] = b"\x01" * h.n_reader
         self._claimed.append(slot)
@@ -274,9 +278,10 @@ class ArenaReader(_Arena):
                 if slot in self._viewed:
                     continue
                 with self.owes(slot) as owes:
-                    if owes[self.index] and (
-                        consumed_below is None or self.seq_gen(slot)[0] < consumed_below
-                    ):
+                    if not owes[self.index]:
+                        continue
+                    fence()  # FA5: the owes load before the seq load (the claim's FA4 pair)
+                    if consumed_below is None or self.seq_gen(slot)[0] < consumed_below:
                         fence()  # FA2: the seq load before the release store
                         # spec: ArenaDropRelease -- a consumed (or, at close, any) unviewed slot
                         owes[self.index] = 0

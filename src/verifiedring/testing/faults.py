@@ -245,7 +245,7 @@ def arena_of(end: MessageQueue) -> ArenaWriter | ArenaReader | None:
 
 @contextlib.contextmanager
 def before_arena_fences(hook: Callable[[], None]) -> Iterator[None]:
-    """While inside, every fence of the tensor arena (FA1-FA3 in ``arena.py``: the
+    """While inside, every fence of the tensor arena (FA1-FA5 in ``arena.py``: the
     writer's claim, a reader's sweep, a view's release) calls ``hook()`` first, in the
     thread that runs it (a test pauses one thread there)."""
     names = vars(_arena)  # arena.py calls its module-level ``fence``
