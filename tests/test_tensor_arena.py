@@ -554,6 +554,46 @@ def test_a_view_of_a_claim_made_again_outlives_the_old_views_release(group: Any)
     assert not a.viewed and bytes(a.owes(0)) == b"\x00"
 
 
+def test_a_finalizer_that_a_collection_runs_inside_the_sweep_releases_without_deadlock(
+    group: Any,
+) -> None:
+    """The view of message 1 lies in a reference cycle; the collection that frees it
+    runs inside the dequeuing thread's sweep (at its fence, the lock held), so the
+    view's finalizer runs there too: the reader's lock is reentrant, the release is
+    made, the dequeue goes on."""
+    g = group(1, arena_slots=2)
+    a = g.reader_arena(0)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    cycle: list[Any] = [g.readers[0].dequeue(T)]
+    cycle.append(cycle)
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)  # slot 1: owed, not viewed yet
+    collected: list[int] = []
+    armed = threading.Event()
+
+    def collect() -> None:
+        if armed.is_set():
+            armed.clear()
+            collected.append(gc.collect())  # inside the sweep: frees message 1's view
+
+    got: list[Any] = []
+    gc.disable()
+    try:
+        del cycle
+        with before_arena_fences(collect):
+            armed.set()
+            t = threading.Thread(target=lambda: got.append(g.readers[0].dequeue(T)),
+                                 daemon=True)  # a deadlock must not hold the run
+            t.start()
+            t.join(T)
+            assert not t.is_alive(), "the dequeue deadlocked in its own finalizer"
+    finally:
+        gc.enable()
+    assert collected and collected[0] > 0 and not armed.is_set()
+    (second,) = got
+    assert torch.equal(second, pattern(2, 2 * MIB))
+    assert a.viewed == {1: 2} and [bytes(a.owes(s)) for s in range(2)] == [b"\x00", b"\x01"]
+
+
 def _writer_arena(w: MessageQueue) -> ArenaWriter:
     a = arena_of(w)
     assert isinstance(a, ArenaWriter)
