@@ -15,9 +15,20 @@
 (*                                                                           *)
 (* Queue* actions are the queue around the arena (their code sites are the  *)
 (* queue's); Arena* actions are the arena's, one `# spec:` site each.       *)
+(*                                                                           *)
+(* A view's finalizer runs in whatever thread drops the view's last         *)
+(* reference: a second thread of the reader, beside the dequeuing thread    *)
+(* (the sweep, the rebuild).  ReleaseDesign "locked" (the code): one lock   *)
+(* per reader makes a release, a sweep's test-and-store and a rebuild each  *)
+(* one step.  "unlocked" (the code before issue 18): the finalizer deletes  *)
+(* the view's registration in one step and stores owes=0 in a later one    *)
+(* (fin), and the sweep tests a slot in one step and stores in a later one  *)
+(* (dpend), the other threads' steps in between.                            *)
 EXTENDS Naturals, Sequences, FiniteSets
 
 CONSTANTS Readers, Slots, M, MaxAborts, MaxDecodeFails, Closers
+CONSTANT ReleaseDesign  \* "locked" (the code) | "unlocked" (mutant: before issue 18)
+ASSUME ReleaseDesign \in {"locked", "unlocked"}
 
 CONSTANT NoSlot  \* a model value: the tensor travelled in the message
 Msgs == 1..M
@@ -36,10 +47,12 @@ VARIABLES
     rmsg,      \* the message a rebuilding reader took
     views,     \* views[r]: the live views of r, as [slot, m]
     seen,      \* seen[r]: <<m, bytes r's tensor held when rebuilt>> per message received
-    fails      \* decode failures so far
+    fails,     \* decode failures so far
+    fin,       \* fin[r]: views of r whose finalizer unregistered them, its store to come
+    dpend      \* dpend[r]: the slot r's sweep found releasable, its store to come (or NoSlot)
 
 wvars == <<wpc, wslot, next, aborts, sent>>
-rvars == <<rpc, rnext, rmsg, views, seen, fails>>
+rvars == <<rpc, rnext, rmsg, views, seen, fails, fin, dpend>>
 vars == <<owes, slotSeq, content, wvars, rvars>>
 
 NoMsg == [m |-> 0, slot |-> NoSlot]
@@ -56,6 +69,8 @@ Init ==
     /\ views = [r \in Readers |-> {}]
     /\ seen = [r \in Readers |-> <<>>]
     /\ fails = 0
+    /\ fin = [r \in Readers |-> {}]
+    /\ dpend = [r \in Readers |-> NoSlot]
 
 (* --- the writer ---------------------------------------------------------- *)
 
@@ -102,7 +117,7 @@ Writer == (\E s \in Slots : ArenaClaim(s)) \/ ArenaFallback \/ ArenaCopy \/ Queu
 (* --- a reader ------------------------------------------------------------- *)
 
 QueueTake(r) ==  \* consumed before it is decoded (rnext advances now)
-    /\ rpc[r] = "idle"
+    /\ rpc[r] = "idle" /\ dpend[r] = NoSlot
     /\ rnext[r] <= Len(sent)
     /\ LET msg == sent[rnext[r]] IN
          /\ rnext' = [rnext EXCEPT ![r] = @ + 1]
@@ -112,7 +127,7 @@ QueueTake(r) ==  \* consumed before it is decoded (rnext advances now)
               ELSE /\ rpc' = [rpc EXCEPT ![r] = "rebuild"]
                    /\ rmsg' = [rmsg EXCEPT ![r] = msg]
                    /\ UNCHANGED seen
-    /\ UNCHANGED <<owes, slotSeq, content, wvars, views, fails>>
+    /\ UNCHANGED <<owes, slotSeq, content, wvars, views, fails, fin, dpend>>
 
 ArenaRebuild(r) ==
     /\ rpc[r] = "rebuild"
@@ -120,7 +135,7 @@ ArenaRebuild(r) ==
     /\ seen' = [seen EXCEPT ![r] = Append(@, <<rmsg[r].m, content[rmsg[r].slot]>>)]
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ rmsg' = [rmsg EXCEPT ![r] = NoMsg]
-    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, fails>>
+    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, fails, fin, dpend>>
 
 QueueDecodeFail(r) ==  \* the stream did not unpickle: no view was made
     /\ rpc[r] = "rebuild"
@@ -128,38 +143,55 @@ QueueDecodeFail(r) ==  \* the stream did not unpickle: no view was made
     /\ fails' = fails + 1
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ rmsg' = [rmsg EXCEPT ![r] = NoMsg]
-    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, views, seen>>
+    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, views, seen, fin, dpend>>
 
-ArenaRelease(r, v) ==  \* the view's storage is freed (any time: the application drops it)
-    /\ v \in views[r]
-    /\ views' = [views EXCEPT ![r] = @ \ {v}]
-    /\ owes' = [owes EXCEPT ![v.slot][r] = 0]
-    /\ UNCHANGED <<slotSeq, content, wvars, rpc, rnext, rmsg, seen, fails>>
+(* The view's storage is freed (any time: the application drops it) and its *)
+(* finalizer releases it.  "unlocked": first the registration goes (v moves *)
+(* to fin: unviewed now, still owed), the store of a later step follows.    *)
+ArenaRelease(r, v) ==
+    /\ IF v \in views[r]
+         THEN /\ views' = [views EXCEPT ![r] = @ \ {v}]
+              /\ IF ReleaseDesign = "locked"
+                   THEN owes' = [owes EXCEPT ![v.slot][r] = 0] /\ UNCHANGED fin
+                   ELSE fin' = [fin EXCEPT ![r] = @ \cup {v}] /\ UNCHANGED owes
+         ELSE /\ v \in fin[r]
+              /\ owes' = [owes EXCEPT ![v.slot][r] = 0]
+              /\ fin' = [fin EXCEPT ![r] = @ \ {v}]
+              /\ UNCHANGED views
+    /\ UNCHANGED <<slotSeq, content, wvars, rpc, rnext, rmsg, seen, fails, dpend>>
 
 DropAllowed(r, s) ==
     \/ rpc[r] = "idle" /\ slotSeq[s] < rnext[r]
     \/ rpc[r] = "closing"
 
-ArenaDropRelease(r, s) ==  \* at a dequeue's start (consumed, unviewed) or at close
-    /\ owes[s][r] = 1
-    /\ s \notin ViewedSlots(r)
-    /\ DropAllowed(r, s)
-    /\ owes' = [owes EXCEPT ![s][r] = 0]
-    /\ UNCHANGED <<slotSeq, content, wvars, rvars>>
+(* At a dequeue's start (consumed, unviewed) or at close.  "unlocked": the   *)
+(* test (unviewed, owed, consumed) in one step, the store in a later one.   *)
+ArenaDropRelease(r, s) ==
+    /\ IF dpend[r] = NoSlot
+         THEN /\ owes[s][r] = 1
+              /\ s \notin ViewedSlots(r)
+              /\ DropAllowed(r, s)
+              /\ IF ReleaseDesign = "locked"
+                   THEN owes' = [owes EXCEPT ![s][r] = 0] /\ UNCHANGED dpend
+                   ELSE dpend' = [dpend EXCEPT ![r] = s] /\ UNCHANGED owes
+         ELSE /\ dpend[r] = s
+              /\ owes' = [owes EXCEPT ![s][r] = 0]
+              /\ dpend' = [dpend EXCEPT ![r] = NoSlot]
+    /\ UNCHANGED <<slotSeq, content, wvars, rpc, rnext, rmsg, views, seen, fails, fin>>
 
 QueueClose(r) ==
     /\ r \in Closers
-    /\ rpc[r] = "idle"
+    /\ rpc[r] = "idle" /\ dpend[r] = NoSlot
     /\ rpc' = [rpc EXCEPT ![r] = "closing"]
-    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, rmsg, views, seen, fails>>
+    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, rmsg, views, seen, fails, fin, dpend>>
 
 QueueClosed(r) ==  \* the close's sweep is over
-    /\ rpc[r] = "closing"
+    /\ rpc[r] = "closing" /\ dpend[r] = NoSlot
     /\ rpc' = [rpc EXCEPT ![r] = "closed"]
-    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, rmsg, views, seen, fails>>
+    /\ UNCHANGED <<owes, slotSeq, content, wvars, rnext, rmsg, views, seen, fails, fin, dpend>>
 
 Reader(r) == QueueTake(r) \/ ArenaRebuild(r) \/ QueueDecodeFail(r) \/ QueueClose(r)
-             \/ QueueClosed(r) \/ (\E v \in views[r] : ArenaRelease(r, v))
+             \/ QueueClosed(r) \/ (\E v \in [slot : Slots, m : Msgs] : ArenaRelease(r, v))
              \/ (\E s \in Slots : ArenaDropRelease(r, s))
 
 Finished ==
@@ -176,7 +208,7 @@ Spec == Init /\ [][Next]_vars
 FairSpec == /\ Spec /\ WF_vars(Writer)
             /\ \A r \in Readers : WF_vars(Reader(r))
             /\ \A r \in Readers : \A s \in Slots : WF_vars(ArenaDropRelease(r, s))
-            /\ \A r \in Readers : WF_vars(\E v \in views[r] : ArenaRelease(r, v))
+            /\ \A r \in Readers : WF_vars(\E v \in [slot : Slots, m : Msgs] : ArenaRelease(r, v))
 
 (* --- properties ------------------------------------------------------------ *)
 
@@ -188,6 +220,8 @@ TypeOKInv ==
     /\ next \in 1..M+1 /\ aborts \in 0..MaxAborts /\ fails \in 0..MaxDecodeFails
     /\ rpc \in [Readers -> {"idle", "rebuild", "closing", "closed"}]
     /\ rnext \in [Readers -> 1..M+1]
+    /\ dpend \in [Readers -> Slots \cup {NoSlot}]
+    /\ fin \in [Readers -> SUBSET [slot : Slots, m : Msgs]]
 
 (* The writer never writes a slot a reader still views. *)
 NoWriteViewedInv ==

@@ -16,6 +16,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -44,7 +45,9 @@ from verifiedring.steps import (
     ARENA_REBUILD,
     ARENA_RELEASE,
 )
-from verifiedring.testing.faults import arena_of
+from verifiedring.testing import wait_blocked
+from verifiedring.testing.blocked import ThreadInWait
+from verifiedring.testing.faults import arena_of, before_arena_fences
 from verifiedring.testing.launcher import Supervisor, Task, raise_for
 
 T = 20.0
@@ -404,6 +407,191 @@ def test_a_raw_read_of_an_arena_message_releases_its_slot_at_the_next_read(
     g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)
     assert torch.equal(r.dequeue(T), pattern(2, 2 * MIB))
     assert (g.arena.copies, g.arena.fallbacks) == (2, 0)  # the one slot, reused
+
+
+class Paused:
+    """Thread ``name`` runs ``body``; at its first tensor-arena fence (inside
+    :func:`before_arena_fences`) it stops until :meth:`go`. :attr:`reached` is set
+    once it is there -- or has ended without one."""
+
+    def __init__(self, name: str, body: Any) -> None:
+        self.reached, self._go = threading.Event(), threading.Event()
+        self.errors: list[BaseException] = []
+        self.fences = 0
+
+        def run() -> None:
+            try:
+                body()
+            except BaseException as e:  # reported by the test
+                self.errors.append(e)
+            finally:
+                self.reached.set()
+
+        self.thread = threading.Thread(target=run, name=name)
+
+    def hook(self) -> None:
+        if threading.current_thread() is self.thread:
+            self.fences += 1
+            self.reached.set()
+            assert self._go.wait(T), f"{self.thread.name}: never told to go on"
+
+    def go(self) -> None:
+        self._go.set()
+        self.thread.join(T)
+        assert not self.thread.is_alive()
+
+
+def _every_view_owed(a: ArenaReader) -> dict[int, int]:
+    """slot -> this reader's owes byte, for every slot it views now."""
+    return {s: bytes(a.owes(s))[a.index] for s in a.viewed}
+
+
+def test_a_view_dying_in_another_thread_never_releases_the_next_claim_of_its_slot(
+    group: Any,
+) -> None:
+    """Issue 18: the last reference to a view of message 1 drops in thread B (its
+    finalizer runs there), paused at its fence; meanwhile the dequeuing thread's
+    sweep runs and message 2 is enqueued and dequeued. Before the reader's lock,
+    B had already unregistered the view: the sweep released the slot, message 2
+    claimed it, and B's late store released message 2's live view (its bytes
+    then overwritten by message 3)."""
+    g = group(1, arena_slots=1)
+    a = g.reader_arena(0)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    held = [g.readers[0].dequeue(T)]
+    b = Paused("drops the view", held.clear)  # the view's last reference
+    with before_arena_fences(b.hook):
+        b.thread.start()
+        assert b.reached.wait(T) and b.fences == 1  # B is inside the view's release
+        with pytest.raises(RingTimeoutError):
+            g.readers[0].dequeue(0)  # the dequeuing thread's sweep
+        g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)
+        second = g.readers[0].dequeue(T)
+        b.go()
+    assert not b.errors
+    assert _every_view_owed(a) == dict.fromkeys(a.viewed, 1)
+    g.writer.enqueue(pattern(3, 2 * MIB), timeout=T)  # may not take a slot still viewed
+    third = g.readers[0].dequeue(T)
+    assert torch.equal(second, pattern(2, 2 * MIB)) and torch.equal(third, pattern(3, 2 * MIB))
+    # the lock: B's release came first, whole; message 2 found the slot owed (fallback)
+    assert not inside(second.data_ptr(), a.segment.buf)
+    assert (g.arena.copies, g.arena.fallbacks) == (2, 1) and a.viewed == {0: 2}
+    del third
+    assert not a.viewed and bytes(a.owes(0)) == b"\x00"
+
+
+class _AtFenceOrWaiting:
+    """A :func:`wait_blocked` blocker: ``p``'s thread is at its fence, or inside a wait."""
+
+    def __init__(self, p: Paused) -> None:
+        self.p, self.waiting = p, ThreadInWait(p.thread)
+
+    def state(self) -> object | None:
+        return "at its fence" if self.p.fences else self.waiting.state()
+
+    def __str__(self) -> str:
+        return f"{self.p.thread.name} at its arena fence or in a wait"
+
+
+def test_a_sweep_never_releases_a_slot_claimed_again_since_it_looked(group: Any) -> None:
+    """Issue 18: B's finalizer of the view of message 1 pauses at its fence; thread A's
+    dequeue starts (its sweep) and pauses at the sweep's fence, if it reaches one, or
+    waits for a message; B then ends, message 2 is enqueued, A goes on. Before the
+    lock, A's sweep had seen the slot unviewed (B had unregistered it) and owed, and
+    its late store released message 2's claim: A then viewed a slot it did not owe."""
+    g = group(1, arena_slots=1)
+    a = g.reader_arena(0)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    held = [g.readers[0].dequeue(T)]
+    b = Paused("drops the view", held.clear)
+    sweep = Paused("dequeues", lambda: held.append(g.readers[0].dequeue(T)))
+
+    def both() -> None:
+        b.hook()
+        sweep.hook()
+
+    with before_arena_fences(both):
+        b.thread.start()
+        assert b.reached.wait(T) and b.fences == 1
+        sweep.thread.start()
+        wait_blocked(_AtFenceOrWaiting(sweep), T)
+        b.go()
+        assert bytes(a.owes(0)) == b"\x00" and not a.viewed  # message 1's release, whole
+        g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)  # claims the slot
+        sweep.go()
+    assert not b.errors and not sweep.errors
+    (second,) = held
+    assert a.viewed == {0: 2} and _every_view_owed(a) == {0: 1}
+    g.writer.enqueue(pattern(3, 2 * MIB), timeout=T)
+    assert (g.arena.copies, g.arena.fallbacks) == (2, 1)  # the viewed slot was not taken
+    assert torch.equal(second, pattern(2, 2 * MIB))
+    assert torch.equal(g.readers[0].dequeue(T), pattern(3, 2 * MIB))
+    assert sweep.fences == 0  # the lock: the slot was viewed when the sweep looked
+
+
+def test_a_view_of_a_claim_made_again_outlives_the_old_views_release(group: Any) -> None:
+    """Issue 18: compat's ``get_tensor`` views a claim again (``rebuild``); the old
+    view of the same claim dies in thread B, whose finalizer pauses at its fence
+    while the new view is made. Before the fix B then released the claim under
+    the new, live view (both views had the same claim: the check could not tell)."""
+    g = group(1, arena_slots=1)
+    a = g.reader_arena(0)
+    t = pattern(1, 2 * MIB)
+    g.writer.enqueue(t, timeout=T)
+    held = [g.readers[0].dequeue(T)]
+    b = Paused("drops the view", held.clear)
+    with before_arena_fences(b.hook):
+        b.thread.start()
+        assert b.reached.wait(T) and b.fences == 1
+        again = a.rebuild(0, 1, a.offset(0), 2 * MIB * 4, "int32", tuple(t.shape))
+        b.go()
+    assert not b.errors
+    assert a.viewed == {0: 1} and _every_view_owed(a) == {0: 1}
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)
+    assert (g.arena.copies, g.arena.fallbacks) == (1, 1)
+    assert torch.equal(again, t)
+    del again
+    assert not a.viewed and bytes(a.owes(0)) == b"\x00"
+
+
+def test_a_finalizer_that_a_collection_runs_inside_the_sweep_releases_without_deadlock(
+    group: Any,
+) -> None:
+    """The view of message 1 lies in a reference cycle; the collection that frees it
+    runs inside the dequeuing thread's sweep (at its fence, the lock held), so the
+    view's finalizer runs there too: the reader's lock is reentrant, the release is
+    made, the dequeue goes on."""
+    g = group(1, arena_slots=2)
+    a = g.reader_arena(0)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    cycle: list[Any] = [g.readers[0].dequeue(T)]
+    cycle.append(cycle)
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)  # slot 1: owed, not viewed yet
+    collected: list[int] = []
+    armed = threading.Event()
+
+    def collect() -> None:
+        if armed.is_set():
+            armed.clear()
+            collected.append(gc.collect())  # inside the sweep: frees message 1's view
+
+    got: list[Any] = []
+    gc.disable()
+    try:
+        del cycle
+        with before_arena_fences(collect):
+            armed.set()
+            t = threading.Thread(target=lambda: got.append(g.readers[0].dequeue(T)),
+                                 daemon=True)  # a deadlock must not hold the run
+            t.start()
+            t.join(T)
+            assert not t.is_alive(), "the dequeue deadlocked in its own finalizer"
+    finally:
+        gc.enable()
+    assert collected and collected[0] > 0 and not armed.is_set()
+    (second,) = got
+    assert torch.equal(second, pattern(2, 2 * MIB))
+    assert a.viewed == {1: 2} and [bytes(a.owes(s)) for s in range(2)] == [b"\x00", b"\x01"]
 
 
 def _writer_arena(w: MessageQueue) -> ArenaWriter:

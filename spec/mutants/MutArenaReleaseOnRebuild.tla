@@ -11,12 +11,12 @@ MutArenaRebuildStep(r) ==
     /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ rmsg' = [rmsg EXCEPT ![r] = NoMsg]
     /\ owes' = [owes EXCEPT ![rmsg[r].slot][r] = 0]
-    /\ UNCHANGED <<slotSeq, content, wvars, rnext, fails>>
+    /\ UNCHANGED <<slotSeq, content, wvars, rnext, fails, fin, dpend>>
 
 MutArenaRelease(r, v) ==  \* the view dies: nothing left to release
     /\ v \in views[r]
     /\ views' = [views EXCEPT ![r] = @ \ {v}]
-    /\ UNCHANGED <<owes, slotSeq, content, wvars, rpc, rnext, rmsg, seen, fails>>
+    /\ UNCHANGED <<owes, slotSeq, content, wvars, rpc, rnext, rmsg, seen, fails, fin, dpend>>
 
 MutWriter == (\E s \in Slots : ArenaClaim(s)) \/ ArenaFallback \/ ArenaCopy \/ QueueAbort
              \/ QueuePublish

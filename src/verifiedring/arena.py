@@ -26,13 +26,18 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   that nothing reads the view any more (vLLM's ``flush_releases``). At the
   start of each dequeue, and at close, the reader also clears the byte of
   every slot it does not view whose message it has consumed (one that failed
-  to decode) -- at close, of every slot it does not view.
-* Memory order: the ring publishes the message after the writer's stores
-  above and the reader loads the slot after taking it (the ring's fences
-  order them); a fence precedes each release store (the view's loads before
-  it) and follows the writer's loads that found a slot free (before its
-  stores). The writer unlinks the segment's name once every reader has
-  attached, as the ring's.
+  to decode) -- at close, of every slot it does not view. A finalizer runs in
+  whatever thread frees the storage: releases, these sweeps and a view's
+  registration take the reader's lock, one step each.
+* Memory order (``spec/TensorArenaRelaxed.tla``): the ring publishes the
+  message after the writer's stores above and the reader loads the slot after
+  taking it (the ring's fences order them); a fence precedes each release
+  store (FA3: the view's loads before it; FA2 in the sweep) and follows the
+  writer's loads that found a slot free (FA1); the claim's seq store precedes
+  its owes stores (FA4) and the sweep's owes load its seq load (FA5), so a
+  sweep that loads a new claim's byte 1 loads that claim's seq (not consumed).
+  The writer unlinks the segment's name once every reader has attached, as
+  the ring's.
 * A queue's reader announces itself to the hook of :func:`use_attach_hook`
   (compat: vLLM's registry of reader arenas).
 
@@ -196,6 +201,7 @@ class ArenaWriter(_Arena):
         # spec: ArenaClaim -- seq, gen, then every reader's owes byte = 1
         self._gen += 1
         _META.pack_into(self.segment.buf, slot * self._meta, seq, self._gen)
+        fence()  # FA4: the seq/gen store before the owes stores (a sweep seeing 1 sees the seq)
         with self.owes(slot) as owes:
             owes[:] = b"\x01" * h.n_reader
         self._claimed.append(slot)
@@ -231,16 +237,30 @@ _current = threading.local()  # .reader: the arena reader whose dequeue runs in 
 
 
 class ArenaReader(_Arena):
-    """Local reader ``index``'s side: stubs become views; views' deaths release."""
+    """Local reader ``index``'s side: stubs become views; views' deaths release.
+
+    A view's finalizer runs in whatever thread drops its last reference (or the
+    collector's); the dequeuing thread sweeps and rebuilds. So every step on
+    ``_viewed``/``_bases`` and this reader's owes bytes -- a release (a view's
+    death, :meth:`release_view`), the sweep of :meth:`begin`/:meth:`close`, a view's
+    registration in :meth:`rebuild` -- runs under one lock, each one step
+    (``spec/TensorArena.tla``, ``ReleaseDesign = "locked"``): a release either finds
+    its view still the slot's current one and stores 0, or does nothing. The lock
+    is reentrant: a collection inside a step may run a finalizer in that thread.
+    """
 
     def __init__(self, handle: ArenaHandle, index: int, announce: bool = True) -> None:
         """Attach as local reader ``index``; ``announce``: pass this reader to the
         hook of :func:`use_attach_hook` (a queue's readers do)."""
         super().__init__(handle, SharedSegment.attach(handle.name, handle.total_bytes))
         self.index = index
+        self._lock = threading.RLock()
         self._viewed: dict[int, int] = {}  # slot -> gen of the live view
-        # slot -> (gen, the array every view of that claim holds): one finalizer per claim
-        self._bases: dict[int, tuple[int, weakref.ref[Any]]] = {}
+        # slot -> (gen, base number, the array every view of that base holds): one
+        # finalizer per base; a later base of the slot (even of the same claim) makes
+        # the finalizers of the earlier ones no-ops
+        self._bases: dict[int, tuple[int, int, weakref.ref[Any] | None]] = {}
+        self._made = 0  # bases made so far
         self._closed = False
         hook = _attach_hook
         if announce and hook is not None:
@@ -253,20 +273,24 @@ class ArenaReader(_Arena):
         self._drop(consumed_below)
 
     def _drop(self, consumed_below: int | None) -> None:
-        for slot in range(self.handle.n_slots):
-            if slot in self._viewed:
-                continue
-            with self.owes(slot) as owes:
-                if owes[self.index] and (
-                    consumed_below is None or self.seq_gen(slot)[0] < consumed_below
-                ):
-                    fence()  # FA2: the seq load before the release store
-                    # spec: ArenaDropRelease -- a consumed (or, at close, any) unviewed slot
-                    owes[self.index] = 0
+        with self._lock:
+            for slot in range(self.handle.n_slots):
+                if slot in self._viewed:
+                    continue
+                with self.owes(slot) as owes:
+                    if not owes[self.index]:
+                        continue
+                    fence()  # FA5: the owes load before the seq load (the claim's FA4 pair)
+                    if consumed_below is None or self.seq_gen(slot)[0] < consumed_below:
+                        fence()  # FA2: the seq load before the release store
+                        # spec: ArenaDropRelease -- a consumed (or, at close, any) unviewed slot
+                        owes[self.index] = 0
 
     def rebuild(
         self, slot: int, gen: int, offset: int, nbytes: int, dtype: str, shape: tuple[int, ...]
     ) -> Any:
+        """A tensor over claim ``gen`` of ``slot``: a view of the slot's live base of
+        that claim, or of a new base, registered (``viewed``) before it is returned."""
         import numpy as np
         import torch
 
@@ -278,37 +302,48 @@ class ArenaReader(_Arena):
         if found != gen:
             raise ValueError(f"arena {h.name!r} slot {slot} holds claim {found} (message seq "
                              f"{seq}), the stub expects claim {gen}: the slot was reused")
-        # spec: ArenaRebuild -- a view over the slot; its storage owns the numpy array
-        base = self._bases.get(slot)
-        whole = base[1]() if base is not None and base[0] == gen else None
-        if whole is None or self._viewed.get(slot) != gen:
-            whole = np.frombuffer(self.segment.buf, np.uint8, h.slot_bytes, offset)
-            self._bases[slot] = (gen, weakref.ref(whole))
-            self._viewed[slot] = gen
-            weakref.finalize(whole, self._view_died, slot, gen)
+        with self._lock:
+            # spec: ArenaRebuild -- a view over the slot, registered; its storage owns the array
+            base = self._bases.get(slot)
+            ref = base[2] if base is not None and base[0] == gen else None
+            whole = ref() if ref is not None and self._viewed.get(slot) == gen else None
+            if whole is None:
+                self._made += 1
+                made = self._made
+                # the number first: the finalizer of an earlier base (run by a collection
+                # below, or waiting for the lock) finds a newer one and does nothing
+                self._bases[slot] = (gen, made, None)
+                whole = np.frombuffer(self.segment.buf, np.uint8, h.slot_bytes, offset)
+                self._bases[slot] = (gen, made, weakref.ref(whole))
+                self._viewed[slot] = gen
+                weakref.finalize(whole, self._release, slot, made)
         holder = whole[:nbytes]  # holds ``whole``: the slot is released once every view is gone
         return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
 
-    def _view_died(self, slot: int, gen: int) -> None:
-        if self._viewed.get(slot) != gen:
-            return
-        del self._viewed[slot]
+    def _release(self, slot: int, made: int | None) -> None:
+        """Store this reader's owes byte of ``slot`` = 0 if it views the slot -- and,
+        given ``made`` (a base's finalizer), only if that base is the slot's latest."""
         fence()  # FA3: every load of the view's bytes before the release store
-        with self.owes(slot) as owes:
-            # spec: ArenaRelease -- the view's storage was freed
-            owes[self.index] = 0
+        with self._lock:
+            base = self._bases.get(slot)
+            if made is not None and (base is None or base[1] != made):
+                return
+            if self._viewed.pop(slot, None) is None:
+                return
+            with self.owes(slot) as owes:
+                # spec: ArenaRelease -- the view's storage was freed (or release_view)
+                owes[self.index] = 0
 
     def release_view(self, slot: int) -> None:
         """Release ``slot`` now, its view alive or not: the caller vouches that
         nothing reads the view any more (vLLM's contract: until the next flush)."""
-        gen = self._viewed.get(slot)
-        if gen is not None:
-            self._view_died(slot, gen)
+        self._release(slot, None)
 
     @property
     def viewed(self) -> dict[int, int]:
         """Slots this reader views now (slot -> claim)."""
-        return dict(self._viewed)
+        with self._lock:
+            return dict(self._viewed)
 
     def close(self) -> None:
         """Release every slot not viewed; unmap now if none is viewed (else the last
@@ -318,9 +353,10 @@ class ArenaReader(_Arena):
         self._closed = True
         if getattr(_current, "reader", None) is self:
             _current.reader = None
-        self._drop(None)
-        if not self._viewed:
-            self.segment.close()
+        with self._lock:
+            self._drop(None)
+            if not self._viewed:
+                self.segment.close()
 
 
 def _rebuild_arena(

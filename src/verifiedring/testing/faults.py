@@ -14,6 +14,7 @@ from typing import Any
 
 import zmq
 
+from .. import arena as _arena
 from ..arena import ArenaReader, ArenaWriter
 from ..errors import MisuseError
 from ..layout import WRITTEN_POSITION
@@ -28,6 +29,7 @@ from ..ring import ReaderCursor
 __all__ = [
     "LocalFrames",
     "arena_of",
+    "before_arena_fences",
     "before_local_frame",
     "forge_chunk",
     "hold_local_frames",
@@ -239,3 +241,22 @@ def arena_of(end: MessageQueue) -> ArenaWriter | ArenaReader | None:
     if isinstance(end, QueueWriter):
         return None if end._local is None else end._local.arena
     return _local_reader(end)._arena
+
+
+@contextlib.contextmanager
+def before_arena_fences(hook: Callable[[], None]) -> Iterator[None]:
+    """While inside, every fence of the tensor arena (FA1-FA5 in ``arena.py``: the
+    writer's claim, a reader's sweep, a view's release) calls ``hook()`` first, in the
+    thread that runs it (a test pauses one thread there)."""
+    names = vars(_arena)  # arena.py calls its module-level ``fence``
+    real: Callable[[], None] = names["fence"]
+
+    def hooked() -> None:
+        hook()
+        real()
+
+    names["fence"] = hooked
+    try:
+        yield
+    finally:
+        names["fence"] = real
