@@ -85,10 +85,15 @@ CONSTANTS
                     \*   skips to the run's LAST/ABORT, then raises; "next":
                     \*   it raises at once and takes the next chunk as a
                     \*   new message
-    BreakDesign     \* "tell": a broken writer sends BROKEN(total); a local
+    BreakDesign,    \* "tell": a broken writer sends BROKEN(total); a local
                     \*   reader that saw it raises once the ring has nothing
                     \*   more; "silent": nothing is sent (the code before);
                     \*   "early": the reader raises as soon as it sees BROKEN
+    InterruptDesign \* an asynchronous exception right after a publish store:
+                    \*   "settle": the publish counts (seq used up, the run's
+                    \*   part too; frames still due: broken); "old": the call
+                    \*   raises with nothing advanced (the code before);
+                    \*   "oldRun": so only for a run's chunks
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
 ASSUME PendingDesign \in {"hold", "remember", "forget"}
@@ -97,6 +102,7 @@ ASSUME MaxRunChunks \in Nat /\ MaxAborts \in Nat
 ASSUME RunReleaseDesign \in {"after", "before"} /\ AbortDesign \in {"abort", "silent"}
 ASSUME ResyncDesign \in {"end", "next"}
 ASSUME BreakDesign \in {"tell", "silent", "early"}
+ASSUME InterruptDesign \in {"settle", "old", "oldRun"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
@@ -334,6 +340,51 @@ WriterSendFails ==
             /\ nobj' = nobj + 1
             /\ UNCHANGED nseq
     /\ UNCHANGED <<pub, sockQ, lost, wrun, rvars>>
+
+\* queue/writer.py: _published_then_interrupted: an asynchronous exception
+\* lands right after a publish store (CPython runs a signal handler at the next
+\* call: the rest of publish(), the return to the caller). Nothing a reader can
+\* see happens between the store and the exception, so the step is the publish
+\* followed by the handler's bookkeeping. "settle" (the code): the chunk is out
+\* (WriterCursor.settle), so its sequence number is used up: an inline message
+\* with no remote reader is sent; with a frame still due (its overflow frame,
+\* the remote one) the writer is broken; mid-run the run moves past the chunk
+\* (its part is used; the next call aborts the run). "old": the call raises
+\* with nothing advanced, and the caller goes on with its next object. It
+\* shares the MaxSendFails budget of writer failures.
+OldInterrupt(run) == InterruptDesign = "old" \/ (run /\ InterruptDesign = "oldRun")
+
+InterruptedFinish(framesDue, run) ==
+    IF OldInterrupt(run)
+    THEN wpc' = "chunk" /\ nobj' = nobj + 1 /\ UNCHANGED nseq
+    ELSE IF framesDue THEN wpc' = "broken" /\ UNCHANGED <<nseq, nobj>>
+    ELSE Finish
+
+WriterInterruptedAfterPublish ==
+    /\ sendFails < MaxSendFails
+    /\ sendFails' = sendFails + 1
+    /\ RingHasRoom
+    /\ \/ /\ wpc = "chunk"
+          /\ sent < M
+          /\ \E k \in {"inline", "overflow"} :
+                /\ pub' = Append(pub, <<k, nseq, CurObj, 0>>)
+                /\ InterruptedFinish((k = "overflow" /\ LocalReaders # {})
+                                     \/ RemoteReaders # {}, FALSE)
+          /\ UNCHANGED wrun
+       \/ /\ MaxRunChunks >= 2
+          /\ wpc = "run"
+          /\ LocalReaders # {}
+          /\ \/ /\ wpart + 2 <= MaxRunChunks
+                /\ sent + 2 <= M
+                /\ pub' = Append(pub, <<"more", nseq, CurObj, wpart>>)
+                /\ wpart' = IF OldInterrupt(TRUE) THEN wpart ELSE wpart + 1
+                /\ UNCHANGED <<wpc, nseq, nobj>>
+             \/ /\ sent < M
+                /\ pub' = Append(pub, <<"last", nseq, CurObj, wpart>>)
+                /\ wpart' = 0
+                /\ InterruptedFinish(RemoteReaders # {}, TRUE)
+          /\ UNCHANGED aborts
+    /\ UNCHANGED <<sockQ, lost, rvars>>
 
 \* queue/writer_base.py: _watch: while the writer waits (for ring room, for
 \* credit, mid-run), a reader's connection closed: the writer is broken for
@@ -752,7 +803,7 @@ WriterStep ==
     \/ WriterHandshake \/ WriterPublishChunk \/ WriterPublishRunChunk
     \/ WriterAbortRun \/ WriterSendLocalFrame
     \/ WriterSendRemoteFrame \/ WriterSendFails \/ WriterShutdown
-    \/ WriterReaderLeft \/ WriterTellBroken
+    \/ WriterReaderLeft \/ WriterTellBroken \/ WriterInterruptedAfterPublish
 
 Next == WriterStep \/ (\E r \in Readers : ReaderStep(r)) \/ Done
 

@@ -69,7 +69,8 @@ INSTANCE MessageQueue WITH
     RunReleaseDesign <- "after",
     AbortDesign <- "abort",
     ResyncDesign <- "end",
-    BreakDesign <- "tell"
+    BreakDesign <- "tell",
+    InterruptDesign <- "settle"
 
 VARIABLE step
 
@@ -102,6 +103,8 @@ StepOf(e) ==
       [] e.action = "RemoteRecvFrame" -> IsReaderEvent(e) /\ RemoteRecvFrame(e.rd)
       [] e.action = "RemoteSeeShutdown" -> IsReaderEvent(e) /\ RemoteSeeShutdown(e.rd)
       [] e.action = "WriterReaderLeft" -> IsWriterEvent(e) /\ WriterReaderLeft
+      [] e.action = "WriterInterruptedAfterPublish" ->
+            IsWriterEvent(e) /\ WriterInterruptedAfterPublish
       [] e.action = "WriterTellBroken" -> IsWriterEvent(e) /\ WriterTellBroken
       [] e.action = "ReaderSeeBroken" -> IsReaderEvent(e) /\ ReaderSeeBroken(e.rd)
       [] e.action = "ReaderTold" -> IsReaderEvent(e) /\ ReaderTold(e.rd)
@@ -119,7 +122,8 @@ PartAgrees(c, e) == "part" \in DOMAIN e => c[4] = e.part
 
 \* What the step moved agrees with the event.
 Agree(e) ==
-    CASE e.action \in {"WriterPublishChunk", "WriterPublishRunChunk", "WriterAbortRun"} ->
+    CASE e.action \in {"WriterPublishChunk", "WriterPublishRunChunk", "WriterAbortRun",
+                       "WriterInterruptedAfterPublish"} ->
             LET c == pub'[Len(pub')]
             IN  c[1] = e.kind /\ c[2] = e.seq /\ c[3] = e.obj /\ PartAgrees(c, e)
       [] e.action \in {"WriterSendLocalFrame", "WriterSendRemoteFrame", "WriterSendFails"} ->

@@ -96,7 +96,7 @@ class QueueMachine(RuleBasedStateMachine):
         "__init__": ("WriterHandshake", "ReaderSubscribe", "ReaderAwaitReady"),
         "WriterPublishChunk": (
             "WriterPublishChunk", "WriterSendLocalFrame", "WriterSendRemoteFrame",
-            "WriterSendFails",
+            "WriterSendFails", "WriterInterruptedAfterPublish",
         ),
         "WriterShutdown": ("WriterShutdown",),
         "WriterReaderLeft": ("WriterReaderLeft", "WriterTellBroken"),

@@ -92,6 +92,18 @@ class WriterSide(Cursor):
     #: What messages call each reader (by index), e.g. its rank, pid and host.
     reader_names: list[str] | None = None
 
+    def settle(self, i: int) -> bool:
+        """After :meth:`publish` of chunk ``i`` raised: whether its WriterPublish store
+        happened. If so, the rest is done now: the index moves past ``i``, every
+        reader is woken (one whose sleep word was cleared, not woken, would stay
+        blocked). If not, the next claim takes chunk ``i`` (written = 0: free)."""
+        if not self._flags[i][WRITTEN_POSITION]:
+            return False
+        self.index = (i + 1) % self._max_chunks
+        for address in self._sleep_addresses:
+            futex_wake(address)
+        return True
+
     def __init__(
         self, ring: ShmRingBuffer, pages: PageReserver, observer: StepObserver | None,
         log_interval: float,

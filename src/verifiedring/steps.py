@@ -110,6 +110,7 @@ WRITER_SEND_LOCAL_FRAME: Final = "WriterSendLocalFrame"  # an overflow frame, af
 WRITER_SEND_REMOTE_FRAME: Final = "WriterSendRemoteFrame"  # every message, within credit
 WRITER_SEND_FAILS: Final = "WriterSendFails"  # a send after the publish failed: broken for good
 WRITER_SHUTDOWN: Final = "WriterShutdown"  # SHUTDOWN(total) on both sockets
+WRITER_INTERRUPTED_AFTER_PUBLISH: Final = "WriterInterruptedAfterPublish"  # seq is out
 WRITER_READER_LEFT: Final = "WriterReaderLeft"  # a reader's connection closed: broken for good
 WRITER_TELL_BROKEN: Final = "WriterTellBroken"  # BROKEN(total, why) on both sockets
 READER_SUBSCRIBE: Final = "ReaderSubscribe"  # connect and announce the rank
@@ -138,6 +139,7 @@ QUEUE_STEPS: Final = (
     WRITER_SEND_REMOTE_FRAME,
     WRITER_SEND_FAILS,
     WRITER_SHUTDOWN,
+    WRITER_INTERRUPTED_AFTER_PUBLISH,
     WRITER_READER_LEFT,
     WRITER_TELL_BROKEN,
     READER_SUBSCRIBE,

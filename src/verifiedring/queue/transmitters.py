@@ -24,6 +24,7 @@ from ..layout import RingLayout
 from ..ring import ShmRingBuffer, WriterCursor
 from ..steps import (
     WRITER_ACTOR,
+    WRITER_INTERRUPTED_AFTER_PUBLISH,
     WRITER_PUBLISH_CHUNK,
     WRITER_SEND_REMOTE_FRAME,
     QueueObserver,
@@ -106,6 +107,9 @@ class LocalTransmitter:
         #: tensor arena. Each is set at most once, by the writer as it is built.
         self.runs: RunSender | None = None
         self.arena: ArenaWriter | None = None
+        #: The last message published: (its seq, inline or not; -1: none yet), also when
+        #: an asynchronous exception landed right after its publish store.
+        self.published = (-1, True)
 
     def publish(
         self, seq: int, p: wire.Pickled, deadline: Deadline, watch: Callable[[], None],
@@ -144,6 +148,7 @@ class LocalTransmitter:
         (RAW). A raise before the publish lets go of the chunk (KeyboardInterrupt too)."""
         cursor = self.cursor
         obs = self.observer
+        i = cursor.index
         # spec: WriterPublishChunk -- the object inline, its overflow marker, or raw bytes
         try:
             if obs is not None:
@@ -156,7 +161,13 @@ class LocalTransmitter:
         except BaseException:
             if cursor.holding:  # encoding raised, or publish() was interrupted at its start
                 cursor.abort()
+            elif cursor.settle(i):  # interrupted after the publish store: it is out
+                self.published = (seq, inline)
+                if obs is not None:
+                    obs.end(WRITER_ACTOR, WRITER_INTERRUPTED_AFTER_PUBLISH, seq, obj,
+                            "inline" if inline else "overflow")
             raise
+        self.published = (seq, inline)
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, obj,
                     "inline" if inline else "overflow")

@@ -176,9 +176,8 @@ class QueueWriter(WriterEnd):
                 overflow = local.publish(seq, p, deadline, self._watch, obj)
             except RingTimeoutError as exc:
                 raise self._ring_stalled(local, seq, exc) from None
-            except BaseException:
-                if self._runs is not None and self._runs.active:
-                    self._state = _RUN  # left mid-run: its ABORT is due
+            except BaseException as exc:
+                self._local_path_raised(exc, seq, local, remote)
                 raise
         if overflow or remote is not None:
             try:  # from the call on: its frame_parts, its first line (an interrupt there)
@@ -200,6 +199,10 @@ class QueueWriter(WriterEnd):
             if local is None or runs.active:
                 raise
             raise self._ring_stalled(local, seq, exc) from None
+        except BaseException as exc:
+            if runs.run.ended == seq:  # interrupted after its LAST's store: it is sent
+                self._published_then_interrupted(exc, seq, True, None)
+            raise
         if p is None:
             self._seq = seq + 1
         return p
@@ -277,7 +280,12 @@ class QueueWriter(WriterEnd):
             raise
         obs = self._observer
         data = bytes(chunk[wire.HEADER_BYTES :]) if copy or obs is not None else b""
-        local.commit(chunk, seq, None, True, data)
+        try:
+            local.commit(chunk, seq, None, True, data)
+        except BaseException as exc:
+            if local.published[0] == seq:
+                self._published_then_interrupted(exc, seq, True, self._remote)
+            raise
         return data
 
     # --- runs -------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The writer's end: a run's abort, vLLM's ``shutdown()`` flag, and ``close()``'s steps.
+"""The writer's end: a run's abort, a publish interrupted after its store, vLLM's
+``shutdown()`` flag, and ``close()``'s steps.
 
 ``shutdown()`` only sets ``shutting_down`` (vLLM's): the writer goes on sending.
 ``close()`` (and the finalizer) first tells the readers -- a run left unfinished is
@@ -17,6 +18,7 @@ from ..waiting import Deadline
 from . import wire
 from .flavors.run.writer import RunWriter
 from .lifecycle import WriterState
+from .transmitters import LocalTransmitter, RemoteTransmitter
 from .writer_base import WriterBase
 
 logger = logging.getLogger("verifiedring")
@@ -26,13 +28,23 @@ _RUN = WriterState.RUN
 
 
 class WriterEnd(WriterBase):
-    """How a writer ends a run mid-way, and itself."""
+    """How a writer ends a run mid-way, a publish cut short, and itself."""
 
     def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
         """End the unfinished run with ABORT (remote readers get an ABORT frame):
         its sequence number is used up. A timeout leaves the abort due."""
         seq = run.seq
-        run.abort(reason, deadline)
+        try:
+            run.abort(reason, deadline)
+        except BaseException as exc:
+            if run.ended == seq:  # interrupted after the ABORT's store: seq is out
+                if self._remote is not None:  # its ABORT frame is due: broken
+                    self._break_interrupted(exc, f"aborting message seq {seq}",
+                                            "its ABORT was published")
+                else:
+                    self._state = _CHUNK
+                self._seq = seq + 1
+            raise
         remote = self._remote
         if remote is not None:
             self._state = WriterState.REMOTE_ABORT
@@ -47,6 +59,33 @@ class WriterEnd(WriterBase):
                 raise
         self._seq = seq + 1
         self._state = _CHUNK
+
+    def _local_path_raised(
+        self, exc: BaseException, seq: int, local: LocalTransmitter,
+        remote: RemoteTransmitter | None,
+    ) -> None:
+        """Message ``seq``'s local path raised: mid-run, the run's ABORT is due; after
+        its publish store (a chunk, a run's LAST), ``seq`` is used up."""
+        runs = self._runs
+        if runs is not None and runs.active:
+            self._state = _RUN
+        elif runs is not None and runs.run.ended == seq:
+            self._published_then_interrupted(exc, seq, False, remote)
+        elif local.published[0] == seq:
+            self._published_then_interrupted(exc, seq, local.published[1], remote)
+
+    def _published_then_interrupted(
+        self, exc: BaseException, seq: int, inline: bool, remote: RemoteTransmitter | None
+    ) -> None:
+        """An asynchronous exception landed after message ``seq``'s publish store (in
+        the rest of the publish, or at the return of the call): ``seq`` is used up.
+        With frames still due (its overflow frame, the remote one) the writer is
+        broken, as when sending them is interrupted (BROKEN says ``seq`` messages were
+        completed); else the message is sent."""
+        # spec: WriterInterruptedAfterPublish -- the sequence number is never reused
+        if remote is not None or not inline:
+            self._break_interrupted(exc, f"publishing message seq {seq}", "its publish store")
+        self._seq = seq + 1
 
     # --- the end ------------------------------------------------------------------------
 

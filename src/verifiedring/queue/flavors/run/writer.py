@@ -7,7 +7,13 @@ from typing import Any, Protocol
 
 from ....errors import MisuseError
 from ....ring import WriterCursor
-from ....steps import WRITER_ABORT_RUN, WRITER_ACTOR, WRITER_PUBLISH_RUN_CHUNK, QueueObserver
+from ....steps import (
+    WRITER_ABORT_RUN,
+    WRITER_ACTOR,
+    WRITER_INTERRUPTED_AFTER_PUBLISH,
+    WRITER_PUBLISH_RUN_CHUNK,
+    QueueObserver,
+)
 from ....waiting import FOREVER, Deadline
 from ... import wire
 from ...serialization import Serializer
@@ -32,6 +38,8 @@ class RunWriter:
         self.part = 0  # the part number of the chunk being filled
         # Invariant: a run was begun and neither its LAST nor its ABORT is published.
         self.active = False
+        #: The seq of the last run that ended (its LAST or ABORT published), -1: none.
+        self.ended = -1
         self._obj: object = None  # for the observer
 
     def begin(
@@ -87,12 +95,17 @@ class RunWriter:
             self.write(b)
 
     def finish(self) -> None:
-        """Publish the chunk being filled as the run's LAST."""
-        self._publish(wire.RUN_LAST)
-        self._end()
+        """Publish the chunk being filled as the run's LAST (the run is over once its
+        store is done, also when an interrupt lands right after it)."""
+        try:
+            self._publish(wire.RUN_LAST)
+        finally:
+            if not self._held:
+                self._end()
 
     def _end(self) -> None:
         self.active = False
+        self.ended = self.seq
         self._obj = None
         self._watch = None
 
@@ -104,11 +117,34 @@ class RunWriter:
         if self.part == 0 and kind == wire.RUN_MORE:
             kind = wire.RUN_FIRST
         wire.write_run_header(self._chunk, kind, self.seq, self._off - _HEADER_BYTES, self.part)
-        self.cursor.publish()  # interrupted at its start: still held
-        self._chunk = _NO_CHUNK
-        self._held = False
+        try:
+            self._publish_held()
+        except BaseException:
+            if not self._held and obs is not None:  # published, then interrupted
+                obs.end(WRITER_ACTOR, WRITER_INTERRUPTED_AFTER_PUBLISH, self.seq, self._obj,
+                        KIND_OF[kind])
+            raise
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_PUBLISH_RUN_CHUNK, self.seq, self._obj, KIND_OF[kind])
+
+    def _publish_held(self) -> None:
+        """Publish the held chunk: the run moves past it (its part is used). Interrupted
+        before the publish store it stays held (publish it again, or the ABORT goes in
+        it); after the store (an asynchronous exception at any call in the rest) the
+        run has moved past it all the same."""
+        cursor = self.cursor
+        i = cursor.index
+        try:
+            cursor.publish()
+        except BaseException:
+            if cursor.settle(i):
+                self._passed()
+            raise
+        self._passed()
+
+    def _passed(self) -> None:
+        self._chunk = _NO_CHUNK
+        self._held = False
         self.part += 1
 
     def abort(self, reason: str, deadline: Deadline) -> None:
@@ -121,13 +157,14 @@ class RunWriter:
             obs.begin(WRITER_ACTOR)
         # spec: WriterAbortRun -- ABORT(seq, next part): readers raise for this message
         wire.write_abort(self._chunk, self.seq, self.part, reason)
-        self.cursor.publish()
-        self._chunk = _NO_CHUNK
-        self._held = False
+        obj = self._obj
+        try:
+            self._publish_held()
+        finally:
+            if not self._held:  # ABORT published (an interrupt may have come after it)
+                self._end()
         if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_ABORT_RUN, self.seq, self._obj, "abort")
-        self._end()
-        self.part += 1
+            obs.end(WRITER_ACTOR, WRITER_ABORT_RUN, self.seq, obj, "abort")
 
 
 class Spill:
