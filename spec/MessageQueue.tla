@@ -89,6 +89,10 @@ CONSTANTS
                     \*   reader that saw it raises once the ring has nothing
                     \*   more; "silent": nothing is sent (the code before);
                     \*   "early": the reader raises as soon as it sees BROKEN
+    CutDesign,      \* an interrupt cuts a reader's unpickling of a consumed
+                    \*   message: "owe": the next dequeue raises DecodeError
+                    \*   for it (a decode failure); "drop": nothing is ever
+                    \*   reported for it (the code before)
     InterruptDesign \* an asynchronous exception right after a publish store:
                     \*   "settle": the publish counts (seq used up, the run's
                     \*   part too; frames still due: broken); "old": the call
@@ -103,6 +107,7 @@ ASSUME RunReleaseDesign \in {"after", "before"} /\ AbortDesign \in {"abort", "si
 ASSUME ResyncDesign \in {"end", "next"}
 ASSUME BreakDesign \in {"tell", "silent", "early"}
 ASSUME InterruptDesign \in {"settle", "old", "oldRun"}
+ASSUME CutDesign \in {"owe", "drop"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
@@ -420,13 +425,18 @@ WriterShutdown ==
 -----------------------------------------------------------------------------
 (* Readers                                                                 *)
 
-\* Unpickle object o: it fails at most MaxDecodeFails times in the run. The
+\* Unpickle object o: it fails at most MaxDecodeFails times in the run (an
+\* interrupt that cuts the unpickling is such a failure: the code raises the
+\* interrupt and the DecodeError at the next dequeue, the delivery here). The
 \* message is consumed (sequence number advanced) either way; the caller
-\* gets the object or DecodeError.
+\* gets the object or DecodeError. "drop" (mutant): a cut message is consumed
+\* and nothing is delivered for it.
 Deliver(r, o) ==
     \E ok \in IF decodeFails < MaxDecodeFails THEN BOOLEAN ELSE {TRUE} :
-        /\ delivered' = [delivered EXCEPT ![r] =
-                            Append(@, <<o, IF ok THEN "ok" ELSE "error">>)]
+        \E dropped \in IF ~ok /\ CutDesign = "drop" THEN BOOLEAN ELSE {FALSE} :
+        /\ delivered' = IF dropped THEN delivered
+                        ELSE [delivered EXCEPT ![r] =
+                                 Append(@, <<o, IF ok THEN "ok" ELSE "error">>)]
         /\ decodeFails' = IF ok THEN decodeFails ELSE decodeFails + 1
         /\ rseq' = [rseq EXCEPT ![r] = IF ok \/ DecodeAdvances THEN @ + 1 ELSE @]
 
@@ -868,6 +878,15 @@ DeliveredPrefixInv ==
     \A r \in Readers : \A i \in 1..Len(delivered[r]) :
         /\ ObjOf(i) # 0
         /\ delivered[r][i][1] = ObjOf(i)
+
+\* Each delivery's outcome agrees with what the writer did: a message whose
+\* run it aborted is delivered as an error (MessageAbortedError), on every
+\* path (the ring's ABORT, the remote ABORT frame), never as an object.
+WriterAborted(s) == \E i \in 1..sent : pub[i][1] = "abort" /\ pub[i][2] = s
+
+OutcomeInv ==
+    \A r \in Readers : \A i \in 1..Len(delivered[r]) :
+        WriterAborted(i) => delivered[r][i][2] = "error"
 
 \* No PUB socket ever drops a frame (slow joiner or high-water mark).
 NoLossInv == lost = {}

@@ -70,7 +70,8 @@ INSTANCE MessageQueue WITH
     AbortDesign <- "abort",
     ResyncDesign <- "end",
     BreakDesign <- "tell",
-    InterruptDesign <- "settle"
+    InterruptDesign <- "settle",
+    CutDesign <- "owe"
 
 VARIABLE step
 

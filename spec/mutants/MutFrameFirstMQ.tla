@@ -45,13 +45,14 @@ MutWriterRingTimeout ==
     /\ nobj' = nobj + 1
     /\ wpc' = "chunk"
     /\ UNCHANGED <<pub, nseq, sockQ, lost, sendFails, wrun, released, stash,
-                   subscribed, acked, rpc, rseq, pending, shutTotal, delivered,
-                   rchunk, rfail, decodeFails>>
+                   subscribed, acked, rpc, rseq, pending, shutTotal, brokeTotal,
+                   delivered, rchunk, rfail, decodeFails>>
 
 MutWriterStep ==
     \/ WriterHandshake \/ MutWriterPublishInline \/ MutWriterSendFrameFirst
     \/ MutWriterPublishAfterFrame \/ MutWriterRingTimeout
     \/ WriterSendRemoteFrame \/ WriterSendFails \/ WriterShutdown
+    \/ WriterReaderLeft \/ WriterTellBroken
 
 MutNext == MutWriterStep \/ (\E r \in Readers : ReaderStep(r)) \/ Done
 

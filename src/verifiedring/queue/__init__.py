@@ -15,6 +15,7 @@ module                 job
 ``flavors``            how a message reaches local readers: inline, overflow
                        frame, run of chunks, tensor arena (each both halves)
 ``lifecycle``          the ends' states, named after the spec's ``wpc``/``rpc``
+``outcomes``           a reader's errors: DecodeError (owed after an interrupt), broken, told
 ``credit``             flow control of remote readers (acks, floor, who lags)
 ``wire``               every byte on the wire: kinds, headers, chunks, frames,
                        runs, acks, hellos; the fit rule's sizes

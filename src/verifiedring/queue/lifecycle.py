@@ -40,6 +40,7 @@ class ReaderState(enum.Enum):
     CLOSED = "closed"  # every message received after SHUTDOWN, or close()
     BROKEN = "broken"  # a message out of place, or the writer is gone
     TOLD = "told"  # the writer's BROKEN was seen and nothing more can come
+    OWED = "owed"  # an interrupt cut a consumed message's unpickling: its DecodeError next
 
 
 #: The error each refusing state raises; the reason says why the end is there.

@@ -48,7 +48,7 @@ class LocalReader(OverflowReader, QueueReader):
     is_local_reader = True
     channel = "local"
     _resumable: ClassVar[frozenset[ReaderState]] = frozenset(
-        (ReaderState.FRAME, ReaderState.RUN)
+        (ReaderState.FRAME, ReaderState.RUN, ReaderState.OWED)
     )
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
@@ -115,9 +115,9 @@ class LocalReader(OverflowReader, QueueReader):
                     self._seq = seq + 1  # consumed before it is decoded
                     try:
                         got = self._load_inline(chunk, header)
-                    except DecodeError as exc:
-                        got = self._named(exc)
-                        raise got from exc.cause
+                    except BaseException as exc:
+                        got = self._failed(seq, exc)
+                        raise
                     return got
                 self._begin_large(chunk, header)
             finally:

@@ -25,6 +25,7 @@ from .curve import CurveKeys
 from .handle import Handle
 from .lifecycle import ReaderState
 from .message_queue import MessageQueue
+from .outcomes import ReaderOutcomes
 from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
 
 #: A reader raises "the writer is gone" once it has seen the writer gone for this long
@@ -41,7 +42,7 @@ class Cancel(Protocol):
     def is_set(self) -> bool: ...
 
 
-class QueueReader(MessageQueue):
+class QueueReader(ReaderOutcomes, MessageQueue):
     """A reader end: receives every message exactly once, in the writer's order."""
 
     channel: str  # "local" or "remote", for messages
@@ -50,7 +51,7 @@ class QueueReader(MessageQueue):
     _opening: ClassVar[enum.Enum] = ReaderState.INIT
     _closed_state: ClassVar[enum.Enum] = ReaderState.CLOSED
     #: The states a dequeue goes on from (besides IDLE): this role's unfinished steps.
-    _resumable: ClassVar[frozenset[ReaderState]] = frozenset()
+    _resumable: ClassVar[frozenset[ReaderState]] = frozenset((ReaderState.OWED,))
     #: Whether :meth:`shutdown` cancels this role's waits (a local reader's; as in
     #: vLLM, a remote reader's shutdown only sets ``shutting_down``).
     _shutdown_cancels: ClassVar[bool] = True
@@ -69,6 +70,8 @@ class QueueReader(MessageQueue):
         self._seq = 0
         # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
         self._shutdown_total: int | None = None
+        # Invariant: the DecodeError the next dequeue raises iff _state is OWED.
+        self._owed: DecodeError | None = None
         # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
         self._broke: tuple[int, str] | None = None
         self._handle = handle
@@ -116,6 +119,8 @@ class QueueReader(MessageQueue):
                 deadline, poll = _after(timeout), timeout == 0
             if state is _IDLE:
                 return self._dequeue(deadline, poll)
+            if state is ReaderState.OWED:
+                return self._pay_owed()
             return self._unfinished(deadline, poll)
         finally:
             self._busy = False
@@ -245,32 +250,9 @@ class QueueReader(MessageQueue):
                 obs.end(self._actor, READER_CLOSE, total)
             self._refuse()
 
-    def _told_broken(self) -> BrokenPeerError:
-        """Broken for good, as the writer's BROKEN said (:attr:`_broke`): the error."""
-        assert self._broke is not None
-        total, why = self._broke
-        missed = total - self._seq  # 0: BROKEN follows every message sent, on each channel
-        lost = f"; {missed} of them never arrived" if missed > 0 else ""
-        text = f"{self._writer} broke for good after sending {total} messages{lost} ({why})"
-        self._stop(ReaderState.TOLD, text)
-        return BrokenPeerError(f"{self._who()}: {text}")
-
-    def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:
-        return BrokenPeerError(
-            f"{self._who()}: on the {where} got {wire.kind_name(kind)} seq {seq}, expected "
-            f"message seq {self._seq}: a message was lost or reordered"
-        )
-
     def _load_frame(self, seq: int, frames: list[zmq.Frame]) -> Any:
         """The object of message ``seq``'s frame; a DecodeError names this reader."""
         try:
             return wire.load_frame(seq, [f.buffer for f in frames])
         except DecodeError as exc:
             raise self._named(exc) from exc.cause
-
-    def _named(self, exc: DecodeError) -> DecodeError:
-        exc.receiver = self._who()
-        return exc
-
-    def _break(self, why: str) -> None:
-        self._stop(ReaderState.BROKEN, why)

@@ -7,7 +7,7 @@ from typing import Any
 
 import zmq
 
-from ..errors import DecodeError, MessageAbortedError, MisuseError
+from ..errors import MessageAbortedError, MisuseError
 from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_BROKEN, REMOTE_SEE_SHUTDOWN, QueueObserver
 from ..waiting import Deadline
 from . import wire
@@ -91,8 +91,8 @@ class RemoteReader(QueueReader):
                     reason = wire.abort_reason(frames[1].buffer)
                     raise self._named(MessageAbortedError(seq, 0, reason))
                 got = self._load_frame(seq, frames)
-            except DecodeError as exc:
-                got = exc
+            except BaseException as exc:
+                got = self._failed(seq, exc)
                 raise
             return got
         finally:

@@ -132,6 +132,7 @@ SAFETY_INVARIANTS = (
     "NoOutOfOrderInv",
     "ClosedAfterAllInv",
     "ToldAfterAllInv",
+    "OutcomeInv",
 )
 
 

@@ -135,8 +135,8 @@ class OverflowReader:
             self._seq = seq + 1  # consumed before it is decoded
             try:
                 got = self._load_frame(seq, frames)
-            except DecodeError as exc:
-                got = exc
+            except BaseException as exc:
+                got = self._failed(seq, exc)
                 raise
             return got
         finally:
@@ -237,6 +237,8 @@ class OverflowReader:
         def _saw_shutdown(self, total: int) -> None: ...
 
         def _told_broken(self) -> BrokenPeerError: ...
+
+        def _failed(self, seq: int, exc: BaseException) -> DecodeError: ...
 
         def _watch(self) -> None: ...
 

@@ -1,0 +1,81 @@
+"""What a reader's call ends in, when it does not return the message.
+
+* a message whose unpickling raised: its :class:`DecodeError`, naming this reader;
+* one an interrupt cut after it was consumed: the interrupt now, its
+  :class:`DecodeError` at the next dequeue (state OWED), so no message is ever
+  consumed unreported;
+* a sequence number or kind out of place: :class:`BrokenPeerError`, for good (the
+  spec's ``rpc = "broken"``);
+* the writer's BROKEN: :class:`BrokenPeerError` with the writer's reason, for good
+  (``"told"``).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, NoReturn
+
+from ..errors import BrokenPeerError, DecodeError
+from . import wire
+from .lifecycle import ReaderState
+
+
+class ReaderOutcomes:
+    """A reader's errors, and the states they leave it in (part of QueueReader)."""
+
+    if TYPE_CHECKING:  # what the reader provides (QueueReader)
+        _seq: int
+        _state: enum.Enum
+        _owed: DecodeError | None
+        _broke: tuple[int, str] | None
+        _writer: str
+
+        def _who(self) -> str: ...
+
+        def _stop(self, state: enum.Enum, why: str) -> None: ...
+
+    def _told_broken(self) -> BrokenPeerError:
+        """Broken for good, as the writer's BROKEN said (:attr:`_broke`): the error."""
+        assert self._broke is not None
+        total, why = self._broke
+        missed = total - self._seq  # 0: BROKEN follows every message sent, on each channel
+        lost = f"; {missed} of them never arrived" if missed > 0 else ""
+        text = f"{self._writer} broke for good after sending {total} messages{lost} ({why})"
+        self._stop(ReaderState.TOLD, text)
+        return BrokenPeerError(f"{self._who()}: {text}")
+
+    def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:
+        """Broken for good (the spec's ``rpc = "broken"``): the error to raise."""
+        why = (f"on the {where} got {wire.kind_name(kind)} seq {seq}, expected message "
+               f"seq {self._seq}: a message was lost or reordered")
+        self._break(why)
+        return BrokenPeerError(f"{self._who()}: {why}")
+
+    def _failed(self, seq: int, exc: BaseException) -> DecodeError:
+        """What the decode of message ``seq`` (consumed) delivered, as it raised
+        ``exc``: its DecodeError, named; or, an interrupt (any exception a decode does
+        not turn into DecodeError) having cut the unpickling, the DecodeError the
+        next dequeue raises (a trace records it as this step's delivery)."""
+        if isinstance(exc, DecodeError):
+            return self._named(exc)
+        owed = self._named(DecodeError(
+            seq, RuntimeError(f"its unpickling was interrupted by {type(exc).__name__}")
+        ))
+        self._owed = owed
+        self._state = ReaderState.OWED
+        return owed
+
+    def _pay_owed(self) -> NoReturn:
+        """The DecodeError of the message an interrupt cut (:meth:`_failed`)."""
+        owed = self._owed
+        self._owed = None
+        self._state = ReaderState.IDLE
+        assert owed is not None
+        raise owed
+
+    def _named(self, exc: DecodeError) -> DecodeError:
+        exc.receiver = self._who()
+        return exc
+
+    def _break(self, why: str) -> None:
+        self._stop(ReaderState.BROKEN, why)

@@ -1,0 +1,109 @@
+"""A reader never consumes a message unreported, and a sequence mismatch breaks it for good.
+
+A real signal lands inside a reader's unpickling: the object's reconstructor sends
+SIGUSR1 to this process, and CPython runs the handler (which raises) at that
+call's return, as a Ctrl-C there would. The message was consumed before it was
+decoded; the interrupt propagates, and the next dequeue raises DecodeError for
+that message (inline, overflow frame, remote frame). Before, the next dequeue
+returned the message after it: ``['a', interrupt, 'c']``, 'b' lost unreported.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from verifiedring import BrokenPeerError, DecodeError, MessageQueue
+from verifiedring.queue.lifecycle import ReaderState
+
+T = 10.0
+LOOPBACK = "127.0.0.1"
+
+
+class _Interrupt(BaseException):
+    """What the signal handler raises (KeyboardInterrupt's place)."""
+
+
+def _signalled(value: Any) -> Any:
+    """The reconstructor of :class:`Interrupting`: a real signal, then the value."""
+    os.kill(os.getpid(), signal.SIGUSR1)  # the handler raises at this call's return
+    return value
+
+
+class Interrupting:
+    """Unpickles as ``value``, interrupted by a real signal while it does."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_signalled, (self.value,))
+
+
+@pytest.fixture
+def sigusr1() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise _Interrupt
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    yield
+    signal.signal(signal.SIGUSR1, old)
+
+
+@pytest.fixture
+def queue() -> Iterator[tuple[MessageQueue, MessageQueue, MessageQueue]]:
+    """A writer with local reader 0 and remote reader 1 (1 KiB chunks)."""
+    w = MessageQueue(2, 1, [0], max_chunk_bytes=1024, max_chunks=4, connect_ip=LOOPBACK)
+    h = w.export_handle()
+    local, remote = (MessageQueue.create_from_handle(h, r) for r in (0, 1))
+    w.wait_until_ready(T)
+    local.wait_until_ready(T)
+    remote.wait_until_ready(T)
+    yield w, local, remote
+    for q in (local, remote, w):
+        q.close()
+
+
+@pytest.mark.parametrize("size", [10, 5000], ids=["inline", "overflow"])
+def test_an_interrupted_unpickling_is_reported_at_the_next_dequeue(
+    queue: tuple[MessageQueue, MessageQueue, MessageQueue], sigusr1: None, size: int
+) -> None:
+    w, local, remote = queue
+    w.enqueue("a", timeout=T)
+    w.enqueue(Interrupting("b" * size), timeout=T)
+    w.enqueue("c", timeout=T)
+    for r in (local, remote):
+        assert r.dequeue(timeout=T) == "a"
+        with pytest.raises(_Interrupt):
+            r.dequeue(timeout=T)
+        with pytest.raises(DecodeError) as info:
+            r.dequeue(timeout=T)
+        assert info.value.seq == 1
+        assert "its unpickling was interrupted by _Interrupt" in str(info.value)
+        assert f"reader rank {r.rank}" in str(info.value)  # type: ignore[attr-defined]
+        assert r.dequeue(timeout=T) == "c"
+
+
+def test_a_sequence_mismatch_breaks_the_reader_for_good(
+    queue: tuple[MessageQueue, MessageQueue, MessageQueue],
+) -> None:
+    """Before, the reader stayed ready: every later dequeue consumed the next message
+    and raised a new mismatch."""
+    w, local, remote = queue
+    w.enqueue("a", timeout=T)
+    w._seq = 5  # a writer that skipped numbers (a defect)
+    w.enqueue("b", timeout=T)
+    w.enqueue("c", timeout=T)
+    for r in (local, remote):
+        assert r.dequeue(timeout=T) == "a"
+        with pytest.raises(BrokenPeerError, match="seq 5, expected message seq 1") as first:
+            r.dequeue(timeout=T)
+        assert r.state is ReaderState.BROKEN
+        with pytest.raises(BrokenPeerError) as again:
+            r.dequeue(timeout=T)
+        assert str(first.value.args[0]).split(": ", 1)[1] in str(again.value)
