@@ -315,3 +315,19 @@ def test_a_signal_ends_the_block_at_once(pair_factory: Callable[..., Pair]) -> N
         signal.signal(signal.SIGINT, previous)
     assert sent and time.monotonic() - sent[0] < LATE
     assert _asleep(p) == 0
+
+
+def test_a_cut_between_the_recheck_and_the_block_ends_the_block_at_once(
+    pair_factory: Callable[..., Pair],
+) -> None:
+    """``cut_sleep`` (a reader's ``shutdown()`` from another thread) lands after the
+    reader's failed re-check, before its futex wait: the wait must not block. Before,
+    the cut only woke, so this wake was lost and the block ran to its bound."""
+    reader_hooks = Hooks({})
+    p = pair_factory(reader_hooks=reader_hooks)
+    reader_hooks.hooks[READER_BLOCK] = p.r.cut_sleep  # the cut, right before the wait
+    p.r.spin_seconds = 0.0
+    t0 = time.monotonic()
+    assert p.r.sleep(lambda: False, BOUND) is False
+    assert time.monotonic() - t0 < LATE, "the cut's wake was lost: the block ran its bound"
+    assert _asleep(p) == 0

@@ -156,10 +156,12 @@ class ReaderSide(Cursor):
 
     def cut_sleep(self) -> None:
         """End this reader's block now, from another thread (``shutdown()``): a
-        ReaderBlock ending early, as its timeout ends it -- no spec step, no store (the
-        reader re-checks and ends its sleep as after a timeout). A wake landing between
-        the re-check and the block is lost; the block's bound ends that block."""
+        ReaderBlock ending early, as its timeout ends it (the reader re-checks and ends
+        its sleep as after a timeout). The word is cleared before the wake, as the
+        writer's WriterClearSleep does, so a cut landing between the re-check and the
+        block ends it too: the futex waits only while the word is 1."""
         if self._address:
+            self._sleep_words[self.reader] = 0
             futex_wake(self._address)
 
     def _describe_wait(self) -> str:

@@ -39,7 +39,8 @@ store never tears and the kernel's futex can wait on it):
 * ``s<k>`` (reader k asleep): 1 -- reader k has announced that it is about to
   block, or is blocked, in a futex wait on this word; 0 -- it is not (initial,
   after it woke, or cleared by the writer just before waking it). Stored by
-  reader k (1 and 0) and by the writer (0 only).
+  reader k (1 and 0; 0 also from another thread of its process, its
+  ``shutdown()``, just before waking it) and by the writer (0 only).
 """
 
 from __future__ import annotations
