@@ -107,3 +107,47 @@ def test_a_sequence_mismatch_breaks_the_reader_for_good(
         with pytest.raises(BrokenPeerError) as again:
             r.dequeue(timeout=T)
         assert str(first.value.args[0]).split(": ", 1)[1] in str(again.value)
+
+
+class _SignalledAcks:
+    """A remote reader's ack socket whose next send is cut by a real signal."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.armed = True
+
+    def send(self, data: bytes) -> None:
+        if self.armed:
+            self.armed = False
+            os.kill(os.getpid(), signal.SIGUSR1)  # the handler raises at this call's return
+        self.sock.send(data)
+
+    def close(self, linger: int | None = None) -> None:
+        self.sock.close(linger=linger)
+
+
+def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
+    queue: tuple[MessageQueue, MessageQueue, MessageQueue], sigusr1: None,
+) -> None:
+    """The remote reader consumes a frame, then acknowledges it (nothing more queued):
+    a signal there. Before, the next dequeue returned the message after it: 'b' was
+    lost unreported."""
+    w, _local, remote = queue
+    w.enqueue("a", timeout=T)
+    assert remote.dequeue(timeout=T) == "a"
+    w.enqueue("b", timeout=T)
+    acks = _SignalledAcks(remote._ack_sock)  # type: ignore[attr-defined]
+    remote._ack_sock = acks  # type: ignore[attr-defined]
+    wait_queued(remote)
+    with pytest.raises(_Interrupt):
+        remote.dequeue(timeout=T)
+    assert not acks.armed
+    w.enqueue("c", timeout=T)
+    with pytest.raises(DecodeError, match="its unpickling was interrupted by _Interrupt"):
+        remote.dequeue(timeout=T)
+    assert remote.dequeue(timeout=T) == "c"
+
+
+def wait_queued(r: MessageQueue) -> None:
+    """Until the remote reader's socket holds a frame (so its dequeue takes it at once)."""
+    assert r._sock.poll(int(T * 1000)), "no frame arrived"  # type: ignore[attr-defined]

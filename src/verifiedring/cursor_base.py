@@ -95,12 +95,14 @@ class WriterSide(Cursor):
     def settle(self, i: int) -> bool:
         """After :meth:`publish` of chunk ``i`` raised: whether its WriterPublish store
         happened. If so, the rest is done now: the index moves past ``i``, every
-        reader is woken (one whose sleep word was cleared, not woken, would stay
-        blocked). If not, the next claim takes chunk ``i`` (written = 0: free)."""
+        reader's word is cleared and it is woken (one whose word was cleared, not
+        woken, would stay blocked). If not, the next claim takes chunk ``i``."""
         if not self._flags[i][WRITTEN_POSITION]:
             return False
         self.index = (i + 1) % self._max_chunks
-        for address in self._sleep_addresses:
+        words = self._sleep_words
+        for r, address in enumerate(self._sleep_addresses):
+            words[r] = 0  # before the wake, as WriterClearSleep: a later wait returns
             futex_wake(address)
         return True
 

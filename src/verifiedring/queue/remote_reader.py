@@ -78,15 +78,15 @@ class RemoteReader(QueueReader):
             if kind != wire.OVERFLOW or seq != self._seq:
                 raise self._out_of_order("remote socket", header[0], seq)
             self._seq = count = seq + 1
-            # at every multiple of the interval (so at least floor(count / interval) *
-            # interval are acknowledged, whatever idle acks came between), and whenever
-            # no next frame is queued (this reader may go idle now: the writer's close()
-            # then need not wait for an acknowledgement)
-            every = self._ack_interval
-            if count // every > self._acks_sent // every or not _queued(self._sock):
-                self._ack_sock.send(ack_message(self.rank, count))
-                self._acks_sent = count
-            try:
+            try:  # consumed: from here an interrupt is owed as its DecodeError
+                # at every multiple of the interval (so at least floor(count / interval)
+                # * interval are acknowledged, whatever idle acks came between), and
+                # whenever no next frame is queued (this reader may go idle now: the
+                # writer's close() then need not wait for an acknowledgement)
+                every = self._ack_interval
+                if count // every > self._acks_sent // every or not _queued(self._sock):
+                    self._ack_sock.send(ack_message(self.rank, count))
+                    self._acks_sent = count
                 if aborted:
                     reason = wire.abort_reason(frames[1].buffer)
                     raise self._named(MessageAbortedError(seq, 0, reason))

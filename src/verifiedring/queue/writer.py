@@ -275,11 +275,11 @@ class QueueWriter(WriterEnd):
         try:
             with chunk[wire.HEADER_BYTES :] as buf:
                 yield buf
+            obs = self._observer
+            data = bytes(chunk[wire.HEADER_BYTES :]) if copy or obs is not None else b""
         except BaseException:
             local.let_go()  # the spec's WriterAbort: nothing published, seq unused
             raise
-        obs = self._observer
-        data = bytes(chunk[wire.HEADER_BYTES :]) if copy or obs is not None else b""
         try:
             local.commit(chunk, seq, None, True, data)
         except BaseException as exc:

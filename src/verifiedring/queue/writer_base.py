@@ -197,9 +197,9 @@ class WriterBase(MessageQueue):
             send(parts, what, seq, obs)
         except BrokenPeerError as exc:
             # spec: WriterSendFails -- broken for good: no later message, no reused seq
-            self._break(f"broken since sending {what} failed: {exc}")
-            if obs is not None:
+            if obs is not None:  # the send's step ends before the break tells anyone
                 obs.end(WRITER_ACTOR, WRITER_SEND_FAILS, seq)
+            self._break(f"broken since sending {what} failed: {exc}")
             raise
 
     def _send_control(self, parts: list[Any], what: str) -> None:
