@@ -36,7 +36,14 @@ from verifiedring.steps import (
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.blocked import ReaderAsleep
 from verifiedring.testing.launcher import Supervisor, Task, channel
-from verifiedring.waiting import SLEEP_KIND, Deadline, StallLog, wait_for
+from verifiedring.waiting import (
+    MAX_BLOCK,
+    SLEEP_KIND,
+    Deadline,
+    StallLog,
+    futex_wait,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(SLEEP_KIND != "futex", reason="no futex here")
 
@@ -331,3 +338,52 @@ def test_a_cut_between_the_recheck_and_the_block_ends_the_block_at_once(
     assert p.r.sleep(lambda: False, BOUND) is False
     assert time.monotonic() - t0 < LATE, "the cut's wake was lost: the block ran its bound"
     assert _asleep(p) == 0
+
+
+class _CountingSleeper:
+    """A Sleeper that never blocks: it records each block's bound (seconds)."""
+
+    spin_seconds = 0.0
+    max_block = 0.1
+    max_idle_block = 1.0
+
+    def __init__(self) -> None:
+        self.bounds: list[float] = []
+
+    def sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
+        self.bounds.append(timeout)
+        return False
+
+
+def test_an_idle_wait_doubles_its_block_up_to_max_idle_block() -> None:
+    """Each block of one wait may last twice the one before, from max_block up to
+    max_idle_block: a reader idle for seconds wakes once a second, not ten times."""
+    sleeper = _CountingSleeper()
+    polls = iter([False] * 7 + [True])
+    wait_for(
+        lambda: next(polls), Deadline.after(None), lambda: StallLog(lambda: "", 1e9),
+        lambda s: RingTimeoutError(f"{s}"), None, sleeper,
+    )
+    # each block is followed by one poll: the 8th's is the first true one
+    assert sleeper.bounds == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_an_idle_reader_blocks_a_handful_of_times(
+    pair_factory: Callable[..., Pair], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real reader idle for 3.2 s: blocks of 0.1, 0.2, 0.4, 0.8 and 1 s, then the rest
+    to its deadline (before, one block per 0.1 s: 32)."""
+    p = pair_factory()
+    p.r.max_block = MAX_BLOCK
+    blocks: list[float] = []
+    real_wait = futex_wait
+
+    def counting(address: int, expected: int, timeout: float) -> None:
+        blocks.append(timeout)
+        real_wait(address, expected, timeout)
+
+    monkeypatch.setattr(cursors_module, "futex_wait", counting)
+    with pytest.raises(RingTimeoutError):
+        p.r.acquire_read(3.2)
+    assert blocks[:5] == [0.1, 0.2, 0.4, 0.8, 1.0], blocks
+    assert 6 <= len(blocks) <= 7, blocks  # the last one or two: what is left to 3.2 s

@@ -86,6 +86,7 @@ from .steps import (
 )
 from .waiting import (
     MAX_BLOCK,
+    MAX_IDLE_BLOCK,
     SLEEP_KIND,
     SPIN_SECONDS,
     Deadline,
@@ -271,9 +272,11 @@ class ReaderCursor(ReaderSide):
         self.actor = reader_actor(reader)
         self._own = ring.layout.read_flag_position(reader)
         self._claim_key = (ring.name, reader)
-        #: How long a wait spins before it sleeps, and the longest one block lasts.
+        #: How long a wait spins before it sleeps, the longest its first block lasts,
+        #: and the longest a later one lasts (each at most twice the one before).
         self.spin_seconds = SPIN_SECONDS
         self.max_block = MAX_BLOCK
+        self.max_idle_block = MAX_IDLE_BLOCK
         #: What this reader's waits block in (pass it to ``wait_for``): itself, where
         #: the futex is available and ``wake_on_publish``; else ``None`` (doubling sleep).
         self.sleeper: Sleeper | None = (

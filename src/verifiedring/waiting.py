@@ -8,8 +8,9 @@
   CPU between polls for the first ``SPIN_SECONDS`` (hand-off latency stays in
   the microseconds while the peer runs), then, given a :class:`Sleeper` (a
   ring reader, where ``SLEEP_KIND == "futex"``), blocks in the sleeper until
-  the peer wakes it (at once) or ``MAX_BLOCK`` passes (an idle waiter wakes ten
-  times a second), else sleeps, doubling from ``FIRST_SLEEP`` up to
+  the peer wakes it (at once) or the block's bound passes: ``MAX_BLOCK`` first,
+  each block twice the last up to ``MAX_IDLE_BLOCK`` (a waiter idle for seconds
+  wakes once a second), else sleeps, doubling from ``FIRST_SLEEP`` up to
   ``MAX_SLEEP`` (about 1,000 wake-ups a second).
 * :func:`wait_readable` waits on something with a blocking, bounded poll (a
   socket): it blocks at most until the deadline or the next stall log.
@@ -28,7 +29,7 @@ import math
 import numbers
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NoReturn, Protocol
 
 from .errors import MisuseError
@@ -59,11 +60,17 @@ FIRST_SLEEP = 20e-6
 MAX_SLEEP = 1e-3
 DEFAULT_LOG_INTERVAL = 10.0
 WATCH_INTERVAL = 0.1
-#: The longest one sleeper block lasts: the poll (which may watch a socket) runs again.
+#: The longest a sleeper's first block lasts: the poll (which may watch a socket) runs
+#: again. Each later block of the same wait may last twice the one before, up to
+#: ``MAX_IDLE_BLOCK``: what a poll looks for besides the ring (a writer gone, a frame
+#: on a socket) is seen within 0.1 s of a busy spell and within a second of a long idle.
 MAX_BLOCK = WATCH_INTERVAL
+MAX_IDLE_BLOCK = 1.0
 
 __all__ = [
     "FOREVER",
+    "MAX_BLOCK",
+    "MAX_IDLE_BLOCK",
     "SLEEP_KIND",
     "Deadline",
     "Sleeper",
@@ -190,7 +197,13 @@ class Sleeper(Protocol):
 
     @property
     def max_block(self) -> float:
-        """The longest one block lasts."""
+        """The longest the first block of a wait lasts."""
+        ...
+
+    @property
+    def max_idle_block(self) -> float:
+        """The longest a later block lasts (each at most twice the one before); at most
+        ``max_block`` if smaller."""
         ...
 
     def sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
@@ -235,15 +248,27 @@ def _block(
     log: StallLog,
     now: float,
     at: float | None,
+    cap: float,
     next_watch: float | None,
 ) -> bool:
     """One block in ``sleeper``, bounded by :func:`block_seconds` (the next stall log
-    line, ``max_block``, the deadline ``at``) and the next watch; then whether
-    ``poll()`` is true."""
-    cap = sleeper.max_block
+    line, ``cap``, the deadline ``at``) and the next watch; then whether ``poll()`` is
+    true."""
     if next_watch is not None:
         cap = min(cap, next_watch - now)
     return sleeper.sleep(poll, block_seconds(now, at, log.next_at(), cap)) or poll()
+
+
+def _block_caps(sleeper: Sleeper | None) -> Iterator[float]:
+    """The caps of one wait's blocks: ``max_block``, then each twice the last, up to
+    ``max_idle_block`` (none without a sleeper)."""
+    if sleeper is None:
+        return
+    cap = sleeper.max_block
+    idle_cap = max(cap, sleeper.max_idle_block)
+    while True:
+        yield cap
+        cap = min(cap * 2, idle_cap)
 
 
 def _nap(poll: Callable[[], bool], sleep: float, now: float, at: float | None) -> bool:
@@ -265,7 +290,9 @@ def wait_for(
     ``stall`` makes the stall log, and is called only once the wait outlasts
     its first spin (the common hand-off never builds one). With a ``sleeper``,
     the wait blocks in ``sleeper.sleep`` after its spin, each block bounded by
-    the deadline, the next stall log line, the next watch and ``max_block``.
+    the deadline, the next stall log line, the next watch and its cap: the first
+    block's is ``max_block``, each later one's twice the last, up to
+    ``max_idle_block``.
     """
     if _expired(deadline, _monotonic()):
         raise on_timeout(deadline.elapsed())
@@ -278,6 +305,7 @@ def wait_for(
     start = _monotonic()
     next_watch = start
     sleep = FIRST_SLEEP
+    caps = _block_caps(sleeper)
     while True:
         now = _monotonic()
         log.tick(now)  # first: a wait that outlasted an interval logs, also as it times out
@@ -290,7 +318,9 @@ def wait_for(
         if now - start < spin:
             done = _spin_batch(poll)  # no clock read between these polls
         elif sleeper is not None:
-            done = _block(sleeper, poll, log, now, at, next_watch if watch is not None else None)
+            done = _block(
+                sleeper, poll, log, now, at, next(caps), next_watch if watch is not None else None
+            )
         else:
             done = _nap(poll, sleep, now, at)
             sleep = min(sleep * 2, MAX_SLEEP)

@@ -111,6 +111,10 @@ class SpinCondition:
     def max_block(self) -> float:
         return block_cap()
 
+    @property
+    def max_idle_block(self) -> float:
+        return block_cap()  # vLLM's recheck interval, idle or not
+
     def record_read(self) -> None:
         self.last_read = time.monotonic()
 
