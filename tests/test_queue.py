@@ -27,10 +27,12 @@ from verifiedring import (
     RingTimeoutError,
     ShmRingBuffer,
 )
+from verifiedring import cursors as cursors_module
 from verifiedring.ring import WriterCursor
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
 from verifiedring.testing.launcher import Supervisor, Task, raise_for
+from verifiedring.waiting import futex_wait
 
 
 def sample_objects(n: int, seed: int = 0) -> list[Any]:
@@ -246,6 +248,44 @@ def test_shutdown_unblocks_blocked_readers(
     assert outcome[0] == "last" and isinstance(outcome[1], ClosedError)
     with pytest.raises(ClosedError):
         r.dequeue(timeout=0)
+
+
+def test_shutdown_wakes_a_reader_in_a_long_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local reader idle long enough that its block is seconds long (0.1, 0.2, ... 3.2)
+    is told of SHUTDOWN (the writer's close) at once: the writer wakes it after sending
+    the frame, and the early wake makes the next block short. Before, it slept out its
+    3.2 s block."""
+    g = Group(1, 0)
+    r = g.readers[0]
+    r._cursor.max_idle_block = 30.0
+    blocks: list[float] = []
+    began = threading.Event()
+
+    def counting(address: int, expected: int, timeout: float) -> None:
+        blocks.append(timeout)
+        if len(blocks) == 6:  # the 3.2 s block
+            began.set()
+        futex_wait(address, expected, timeout)
+
+    monkeypatch.setattr(cursors_module, "futex_wait", counting)
+    outcome: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            r.dequeue()
+        except ClosedError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    assert began.wait(T), blocks
+    wait_blocked(t, T)
+    g.writer.close()
+    t.join(1.5)  # well inside the 3.2 s block the reader is in
+    assert not t.is_alive(), f"still asleep; its blocks: {blocks}"
+    assert len(outcome) == 1 and isinstance(outcome[0], ClosedError)
+    assert blocks[:6] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]
+    r.close()
 
 
 def test_close_idempotent_and_only_creator_unlinks() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from verifiedring import RingTimeoutError, ShmRingBuffer
+from verifiedring import RingTimeoutError, ShmRingBuffer, waiting
 from verifiedring import cursors as cursors_module
 from verifiedring.ring import ReaderCursor, WriterCursor
 from verifiedring.shm import SharedSegment
@@ -341,31 +341,48 @@ def test_a_cut_between_the_recheck_and_the_block_ends_the_block_at_once(
 
 
 class _CountingSleeper:
-    """A Sleeper that never blocks: it records each block's bound (seconds)."""
+    """A Sleeper on a fake clock: each block lasts its whole bound, or ends at once for
+    the blocks listed in ``woken``; it records each block's bound (seconds)."""
 
     spin_seconds = 0.0
     max_block = 0.1
     max_idle_block = 1.0
 
-    def __init__(self) -> None:
+    def __init__(self, clock: list[float], woken: tuple[int, ...] = ()) -> None:
+        self.clock = clock
+        self.woken = woken
         self.bounds: list[float] = []
 
     def sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
+        if len(self.bounds) not in self.woken:
+            self.clock[0] += timeout
         self.bounds.append(timeout)
         return False
 
 
-def test_an_idle_wait_doubles_its_block_up_to_max_idle_block() -> None:
+@pytest.mark.parametrize(
+    ("woken", "bounds"),
+    [
+        ((), [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0]),
+        # a block a wake ended early with nothing ready: the next starts over
+        ((4,), [0.1, 0.2, 0.4, 0.8, 1.0, 0.1, 0.2, 0.4]),
+    ],
+)
+def test_an_idle_wait_doubles_its_block_up_to_max_idle_block(
+    woken: tuple[int, ...], bounds: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each block of one wait may last twice the one before, from max_block up to
     max_idle_block: a reader idle for seconds wakes once a second, not ten times."""
-    sleeper = _CountingSleeper()
+    clock = [1000.0]
+    monkeypatch.setattr(waiting, "_monotonic", lambda: clock[0])
+    sleeper = _CountingSleeper(clock, woken)
     polls = iter([False] * 7 + [True])
     wait_for(
         lambda: next(polls), Deadline.after(None), lambda: StallLog(lambda: "", 1e9),
         lambda s: RingTimeoutError(f"{s}"), None, sleeper,
     )
     # each block is followed by one poll: the 8th's is the first true one
-    assert sleeper.bounds == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0]
+    assert sleeper.bounds == bounds
 
 
 def test_an_idle_reader_blocks_a_handful_of_times(

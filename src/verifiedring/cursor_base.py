@@ -100,11 +100,17 @@ class WriterSide(Cursor):
         if not self._flags[i][WRITTEN_POSITION]:
             return False
         self.index = (i + 1) % self._max_chunks
+        self.wake_all()
+        return True
+
+    def wake_all(self) -> None:
+        """Clear every reader's sleep word, then wake it: a blocked reader runs and
+        re-checks, a wait about to block returns (a spurious wake at most). Not a
+        ReaderSleep.tla step: no message depends on it (see spec/README.md)."""
         words = self._sleep_words
         for r, address in enumerate(self._sleep_addresses):
             words[r] = 0  # before the wake, as WriterClearSleep: a later wait returns
             futex_wake(address)
-        return True
 
     def __init__(
         self, ring: ShmRingBuffer, pages: PageReserver, observer: StepObserver | None,

@@ -29,7 +29,7 @@ import math
 import numbers
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import NoReturn, Protocol
 
 from .errors import MisuseError
@@ -242,33 +242,46 @@ def to_ms(seconds: float) -> int:
     return max(math.ceil(seconds * 1000 - 1e-6), 0)
 
 
+class _BlockCaps:
+    """The caps of one wait's blocks: ``max_block`` first, then each twice the last, up
+    to ``max_idle_block``. A block that ended before half its bound with nothing ready
+    (woken for something else than a message: ``shutdown()``, the writer's wake at its
+    own shutdown or break) starts over at ``max_block``, so what woke it is looked at
+    again soon (the frame it announces may still be on its way)."""
+
+    __slots__ = ("_first", "_idle", "cap", "sleeper")
+
+    def __init__(self, sleeper: Sleeper) -> None:
+        self.sleeper = sleeper
+        self._first = sleeper.max_block
+        self._idle = max(self._first, sleeper.max_idle_block)
+        self.cap = self._first
+
+    def after(self, bound: float, lasted: float) -> None:
+        """The block just ended, after ``lasted`` of its ``bound`` seconds, with nothing
+        ready."""
+        self.cap = self._first if lasted < bound / 2 else min(self.cap * 2, self._idle)
+
+
 def _block(
-    sleeper: Sleeper,
+    caps: _BlockCaps,
     poll: Callable[[], bool],
     log: StallLog,
     now: float,
     at: float | None,
-    cap: float,
     next_watch: float | None,
 ) -> bool:
-    """One block in ``sleeper``, bounded by :func:`block_seconds` (the next stall log
-    line, ``cap``, the deadline ``at``) and the next watch; then whether ``poll()`` is
+    """One block in ``caps.sleeper``, bounded by :func:`block_seconds` (the next stall log
+    line, the cap, the deadline ``at``) and the next watch; then whether ``poll()`` is
     true."""
+    cap = caps.cap
     if next_watch is not None:
         cap = min(cap, next_watch - now)
-    return sleeper.sleep(poll, block_seconds(now, at, log.next_at(), cap)) or poll()
-
-
-def _block_caps(sleeper: Sleeper | None) -> Iterator[float]:
-    """The caps of one wait's blocks: ``max_block``, then each twice the last, up to
-    ``max_idle_block`` (none without a sleeper)."""
-    if sleeper is None:
-        return
-    cap = sleeper.max_block
-    idle_cap = max(cap, sleeper.max_idle_block)
-    while True:
-        yield cap
-        cap = min(cap * 2, idle_cap)
+    bound = block_seconds(now, at, log.next_at(), cap)
+    if caps.sleeper.sleep(poll, bound) or poll():
+        return True
+    caps.after(bound, _monotonic() - now)
+    return False
 
 
 def _nap(poll: Callable[[], bool], sleep: float, now: float, at: float | None) -> bool:
@@ -290,9 +303,8 @@ def wait_for(
     ``stall`` makes the stall log, and is called only once the wait outlasts
     its first spin (the common hand-off never builds one). With a ``sleeper``,
     the wait blocks in ``sleeper.sleep`` after its spin, each block bounded by
-    the deadline, the next stall log line, the next watch and its cap: the first
-    block's is ``max_block``, each later one's twice the last, up to
-    ``max_idle_block``.
+    the deadline, the next stall log line, the next watch and its cap
+    (:class:`_BlockCaps`: ``max_block``, then doubling up to ``max_idle_block``).
     """
     if _expired(deadline, _monotonic()):
         raise on_timeout(deadline.elapsed())
@@ -305,7 +317,7 @@ def wait_for(
     start = _monotonic()
     next_watch = start
     sleep = FIRST_SLEEP
-    caps = _block_caps(sleeper)
+    caps = None if sleeper is None else _BlockCaps(sleeper)
     while True:
         now = _monotonic()
         log.tick(now)  # first: a wait that outlasted an interval logs, also as it times out
@@ -317,10 +329,8 @@ def wait_for(
             next_watch = now + WATCH_INTERVAL
         if now - start < spin:
             done = _spin_batch(poll)  # no clock read between these polls
-        elif sleeper is not None:
-            done = _block(
-                sleeper, poll, log, now, at, next(caps), next_watch if watch is not None else None
-            )
+        elif caps is not None:
+            done = _block(caps, poll, log, now, at, next_watch if watch is not None else None)
         else:
             done = _nap(poll, sleep, now, at)
             sleep = min(sleep * 2, MAX_SLEEP)

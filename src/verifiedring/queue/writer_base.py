@@ -245,6 +245,14 @@ class WriterBase(MessageQueue):
                                "at its mark): %s", self._who(), side, why)
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, self._seq)
+        self._wake_local_readers()
+
+    def _wake_local_readers(self) -> None:
+        """After a frame every reader must see (SHUTDOWN, BROKEN): wake the local readers
+        asleep on the ring, so each looks at its socket now, not at its next timed look."""
+        local = self._local
+        if local is not None:
+            local.cursor.wake_all()
 
     def _break_interrupted(self, exc: BaseException, what: str, after: str) -> None:
         """``what`` raised (an interrupt too) after ``after``: its sequence number is

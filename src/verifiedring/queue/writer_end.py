@@ -119,6 +119,7 @@ class WriterEnd(WriterBase):
         self._send_control([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
+        self._wake_local_readers()
 
     def _before_close(self) -> None:
         """SHUTDOWN, then let the remote readers receive everything (at most the linger):
