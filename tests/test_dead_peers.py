@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from verifiedring import BrokenPeerError, Handle, MessageQueue
+from verifiedring import cursors as cursors_module
 from verifiedring.testing.launcher import Supervisor, Task, channel
+from verifiedring.waiting import futex_wait
 
 LOOPBACK = "127.0.0.1"
 T = 20.0
@@ -97,3 +99,61 @@ def test_writer_waiting_for_a_killed_reader_is_told(local: bool) -> None:
             assert "is gone" in str(err)
             with pytest.raises(BrokenPeerError, match="broken since a reader left"):
                 w.enqueue("after", timeout=0)
+
+
+def test_a_local_reader_deep_in_an_idle_block_is_told_its_writer_died(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernel closes the dead writer's end of the local socket; the reader's writer
+    watch cuts its sleep at once. The reader is in its 3.2 s block (idle blocks double:
+    0.1 .. 3.2 s, up to 10 s with the watch) and is told well inside it (the
+    reader's own grace for frames still arriving is 0.5 s). Before, it slept the
+    block out."""
+    blocks: list[float] = []
+    deep = threading.Event()
+
+    def counting(address: int, expected: int, timeout: float) -> None:
+        blocks.append(timeout)
+        if len(blocks) == 6:
+            deep.set()
+        futex_wait(address, expected, timeout)
+
+    monkeypatch.setattr(cursors_module, "futex_wait", counting)
+    with Supervisor([Task(_writer_proc, (1, 1), name="writer")]) as run:
+        pid = run.pid("writer")
+        with MessageQueue.create_from_handle(run.channel("writer").recv(T), 0) as r:
+            r.wait_until_ready(T)
+            assert r.dequeue(T) == "first"
+            result: list[BaseException] = []
+
+            def idle() -> None:
+                try:
+                    r.dequeue(None)
+                except BaseException as exc:
+                    result.append(exc)
+
+            t = threading.Thread(target=idle, daemon=True)
+            t.start()
+            assert deep.wait(T), blocks
+            run.signal("writer", signal.SIGKILL)
+            t.join(2.5)  # inside the 3.2 s block
+            assert not t.is_alive(), f"still asleep; its blocks: {blocks}"
+            assert blocks[:6] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2], blocks
+            assert len(result) == 1 and isinstance(result[0], BrokenPeerError), result
+            assert f"the writer (pid {pid} on host {socket.gethostname()}) is gone" in str(
+                result[0]
+            )
+
+
+def test_closing_a_local_reader_ends_its_writer_watch() -> None:
+    """One watch thread per local reader, and none left after close()."""
+    before = {t.name for t in threading.enumerate()}
+    with MessageQueue(1, 1) as w:
+        r = MessageQueue.create_from_handle(w.export_handle(), 0)
+        watches = [t for t in threading.enumerate() if t.name.startswith("verifiedring watch")]
+        assert len(watches) == 1 and watches[0].name not in before
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        r.close()
+        assert not watches[0].is_alive()
+    assert {t.name for t in threading.enumerate()} <= before

@@ -21,7 +21,7 @@ import zmq
 
 from ..arena import ArenaReader
 from ..errors import BrokenPeerError, ClosedError, DecodeError, MisuseError, RingTimeoutError
-from ..ring import ReaderCursor, RingHandle, ShmRingBuffer
+from ..ring import RingHandle, ShmRingBuffer
 from ..shm import SHM_DIR
 from ..steps import READER_TAKE_CHUNK, QueueObserver
 from ..waiting import Deadline, StallLog, wait_for
@@ -31,6 +31,7 @@ from .flavors.run.reader import RunReceiver
 from .handle import Handle, ring_tag
 from .lifecycle import ReaderState
 from .reader import QueueReader
+from .writer_watch import watch_writer
 
 _decode_chunk = wire.decode_chunk  # bound once: the hot path pays no lookups
 _load_inline = wire.load_inline
@@ -63,13 +64,14 @@ class LocalReader(OverflowReader, QueueReader):
         self._ring = ShmRingBuffer.attach(bh)
         sock: zmq.Socket[Any] | None = None
         try:
-            self._cursor: ReaderCursor = self._ring.reader(self.local_reader_ranks.index(rank))
+            self._cursor = cursor = self._ring.reader(self.local_reader_ranks.index(rank))
             arena = handle.tensor_arena_handle
             if arena is not None:  # before the subscription: then the writer may unlink it
                 self._arena = ArenaReader(arena, self.local_reader_ranks.index(rank))
             self._sock = sock = self._subscribe(
                 handle.local_subscribe_addr, bh.max_chunks + 1, None
             )
+            self._writer_watch = watch_writer(self._ctx, sock, cursor, self._look_now, self._who())
             self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)
             self._run = self._runs.run
             #: Called after each message taken from the ring (a pluggable sleeper's clock).
@@ -80,6 +82,9 @@ class LocalReader(OverflowReader, QueueReader):
             )
             self._lent = False  # the chunk of the message just dequeued is still taken
         except BaseException:
+            watch = getattr(self, "_writer_watch", None)
+            if watch is not None:
+                watch.close()
             if sock is not None:
                 sock.close(linger=0)
             if self._arena is not None:
@@ -192,6 +197,8 @@ class LocalReader(OverflowReader, QueueReader):
         return self._dequeue(deadline, poll)
 
     def _wait_ring(self, deadline: Deadline, poll: bool) -> None:
+        if self._writer_watch is not None and not self._writer_watch.holds():
+            self._writer_watch = None
         if poll:
             self._socket_check_at = 0.0  # a poll drains the socket (SHUTDOWN) each call
         if not self._ring_or_shutdown():
@@ -280,6 +287,8 @@ class LocalReader(OverflowReader, QueueReader):
     def _release(self) -> None:
         self._run.close()
         self._stash.clear()
+        if self._writer_watch is not None:
+            self._writer_watch.close()  # first: its thread may cut the ring's sleep word
         self._sock.close(linger=0)
         self._ring.close()
         if self._arena is not None:

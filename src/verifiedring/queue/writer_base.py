@@ -15,7 +15,9 @@ import os
 import socket
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
+
+import zmq
 
 from ..errors import BrokenPeerError, RingTimeoutError
 from ..layout import RingLayout
@@ -229,6 +231,15 @@ class WriterBase(MessageQueue):
         self._stop(WriterState.BROKEN, why)
         if told:
             self._tell_broken(why)
+
+    def _refuse(self) -> NoReturn:
+        """Raise why this end cannot operate now; first let ZeroMQ run the sockets'
+        pending commands, so a reader that subscribed since gets its welcome (LATE) even
+        from a writer that only refuses (broken, shut down)."""
+        for sock in self._peers.sockets():
+            if not sock.closed:
+                sock.getsockopt(zmq.EVENTS)
+        super()._refuse()
 
     def _tell_broken(self, why: str) -> None:
         """BROKEN(messages sent, ``why``) on both sockets, after every frame sent so

@@ -164,6 +164,11 @@ class OverflowReader:
             self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
         return False
 
+    def _look_now(self) -> None:
+        """The next poll drains the socket (and watches the writer), however recent the
+        last look (the writer watch's ``on_lost``, from its thread)."""
+        self._socket_check_at = 0.0
+
     def _look_at_socket(self) -> bool:
         """Drain the socket if a SLICE has passed since the last look; whether it did."""
         now = time.monotonic()
