@@ -40,7 +40,7 @@ from verifiedring.steps import (
     WRITER_PUBLISH_RUN_CHUNK,
     reader_actor,
 )
-from verifiedring.testing.scheduler import IDLE, Ended, PollSeen, Scheduler
+from verifiedring.testing.scheduler import HANDOFF_TIMEOUT, IDLE, Ended, PollSeen, Scheduler
 
 pytestmark = pytest.mark.xdist_group("queue-machines")
 
@@ -303,11 +303,14 @@ class RunStepMachine(RuleBasedStateMachine):
                 self.OutcomeInv()
             assert len(self.results) == len(self.outcome)
         finally:
-            self.sched.stop()
-            for thread in self.threads:
-                thread.join()
-            self.reader.close()
+            self.sched.stop()  # unwinds the parked; after a failure, the waiting too:
+            self.reader.shutdown()  # the reader's wait is cancelled,
+            self.threads[1].join(HANDOFF_TIMEOUT)
+            self.reader.close()  # and the writer's claim sees the reader leave
+            self.threads[0].join(HANDOFF_TIMEOUT)
             self.writer.close()
+            hung = [t.name for t in self.threads if t.is_alive()]
+            assert not hung, f"still running after teardown: {hung}"
 
 
 #: What a run must reach at least: about half the least of 9 random runs.
