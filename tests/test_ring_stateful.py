@@ -228,6 +228,7 @@ class RingMachine(RuleBasedStateMachine):
 
     def trace(self) -> str:
         assert self.sched is not None
+        assert self.sched.recorder is not None
         return self.sched.recorder.format(last=TRACE_TAIL)
 
     def fail(self, msg: str) -> None:

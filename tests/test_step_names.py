@@ -130,11 +130,21 @@ def test_ring_machine_rules_are_the_steps() -> None:
     )
 
 
+#: The queue's machines: whole calls (each rule naming the actions it fires), and one
+#: spec action per rule, writer and reader in threads (each rule fires its own action).
+QUEUE_MACHINES = (
+    ("test_queue_stateful.py", "QueueMachine"),
+    ("test_queue_stateful.py", "RunMachine"),
+    ("test_queue_steps.py", "RunStepMachine"),
+)
+
+
 def test_queue_machines_drive_every_queue_action() -> None:
-    """QueueMachine (socket overflow, remote reader) and RunMachine (runs) together."""
+    """QueueMachine (socket overflow, remote reader), RunMachine (runs) and
+    RunStepMachine (runs, step by step) together."""
     driven: set[str] = set()
-    for machine in ("QueueMachine", "RunMachine"):
-        rules, actions = machine_rules("test_queue_stateful.py", machine)
+    for test_file, machine in QUEUE_MACHINES:
+        rules, actions = machine_rules(test_file, machine)
         protocol_rules = {r for r in rules if r[0].isupper()}  # lower-case: the environment
         assert protocol_rules <= set(steps.QUEUE_STEPS), protocol_rules - set(steps.QUEUE_STEPS)
         for rule_name in protocol_rules:
@@ -145,6 +155,14 @@ def test_queue_machines_drive_every_queue_action() -> None:
         f"not driven: {sorted(set(steps.QUEUE_STEPS) - driven)}; "
         f"not actions: {sorted(driven - set(steps.QUEUE_STEPS))}"
     )
+
+
+def test_step_machine_rules_fire_one_action_each() -> None:
+    """RunStepMachine: every protocol rule drives exactly its own action (the machine
+    checks at each grant that the step which ended is the one its rule named)."""
+    rules, actions = machine_rules("test_queue_steps.py", "RunStepMachine")
+    protocol_rules = {r for r in rules if r[0].isupper()}
+    assert actions == {r: (r,) for r in protocol_rules}
 
 
 ARENA_SPEC = ROOT / "spec" / "TensorArena.tla"

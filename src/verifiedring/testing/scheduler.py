@@ -9,20 +9,41 @@ at a time, the test (e.g. a hypothesis state machine) chooses the
 interleaving, and nothing sleeps. A with-body may park too
 (:meth:`Scheduler.park`) to let the test decide how the body ends.
 
-Every step is passed on to a :class:`~verifiedring.testing.probe.RecordingObserver`,
-whose trace is what a failure message shows. Imports neither torch nor zmq.
+Every ring step is passed on to a :class:`~verifiedring.testing.probe.RecordingObserver`
+(if given), whose trace is what a failure message shows. Imports neither torch nor zmq.
+
+The same scheduler is a :class:`~verifiedring.steps.QueueObserver` of a message
+queue's ends: each actor parks at every ``begin``, pending the action named by the
+one ``# spec:`` comment of the function that called it (``end`` records the action
+that happened, to check against it), and between calls in :meth:`Scheduler.idle`.
+A ring wait is outside every step: :class:`PollSeen` on the end's cursor marks an
+actor that polls, so that a grant returns once the actor blocks there.
 """
 
 from __future__ import annotations
 
+import functools
+import linecache
+import re
+import sys
 import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import CodeType
 
+from ..steps import (
+    READER_POLL_READ_FLAG,
+    READER_POLL_WRITTEN,
+    WRITER_POLL_READ_FLAG,
+    WRITER_POLL_WRITTEN,
+)
 from .probe import RecordingObserver
 
 HANDOFF_TIMEOUT = 10.0  # seconds; a hand-off slower than this is a hang
+IDLE = "idle"  # the pending step of a queue actor between two calls (see Scheduler.idle)
+UNNAMED = "?"  # the pending action of a begin whose function has no one spec comment
+_SPEC = re.compile(r"# spec: (\w+)")
 
 
 class Stopped(BaseException):
@@ -43,13 +64,41 @@ class Actor:
     done: bool = False
     error: str | None = None
     delivered: list[bytes] = field(default_factory=list)  # reader: payloads consumed
+    begun: str | None = None  # a queue actor's step begun, not yet ended
+    polling: bool = False  # a queue actor polled its ring since its last step
+    ended: list[Ended] = field(default_factory=list)  # a queue actor's steps, in order
+
+
+@dataclass(frozen=True)
+class Ended:
+    """One queue step, as its ``begin`` named it and its ``end`` reported it."""
+
+    begun: str
+    action: str
+    seq: int
+    obj: object
+    kind: str
+
+
+@functools.cache
+def site_action(code: CodeType) -> str:
+    """The action of the one ``# spec:`` comment in the function of ``code`` (UNNAMED if
+    it has none or several): the step that function's ``begin`` starts."""
+    last = max(line for _, _, line in code.co_lines() if line is not None)
+    names = {
+        m.group(1)
+        for n in range(code.co_firstlineno, last + 1)
+        if (m := _SPEC.search(linecache.getline(code.co_filename, n)))
+    }
+    return names.pop() if len(names) == 1 else UNNAMED
 
 
 class Scheduler:
     """A StepObserver that runs one actor at a time: every step waits for a grant."""
 
     def __init__(
-        self, recorder: RecordingObserver, handoff_timeout: float = HANDOFF_TIMEOUT
+        self, recorder: RecordingObserver | None = None,
+        handoff_timeout: float = HANDOFF_TIMEOUT,
     ) -> None:
         self.recorder = recorder
         self.handoff_timeout = handoff_timeout
@@ -67,10 +116,48 @@ class Scheduler:
             else:
                 a.flag = reader
                 a.data = self._park(a, (action,), chunk)[1]
-        self.recorder.before_step(actor, action, chunk, reader)
+        if self.recorder is not None:
+            self.recorder.before_step(actor, action, chunk, reader)
 
     def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        self.recorder.after_step(actor, action, chunk, reader)
+        if self.recorder is not None:
+            self.recorder.after_step(actor, action, chunk, reader)
+
+    # -- QueueObserver (runs in the actor threads) ------------------------------------
+
+    def begin(self, actor: str) -> None:
+        a = self.actors.get(actor)
+        if a is None or self._stopping:  # no thread (a handshake, a close): unscheduled
+            return
+        action = site_action(sys._getframe(1).f_code)
+        with self._cond:
+            a.polling = False
+            a.data = self._park(a, (action,), -1)[1]
+            a.begun = action  # what the end is checked against
+
+    def end(
+        self, actor: str, action: str, seq: int, obj: object = None, kind: str = ""
+    ) -> None:
+        a = self.actors.get(actor)
+        if a is None or self._stopping:
+            return
+        with self._cond:
+            a.ended.append(Ended(a.begun or UNNAMED, action, seq, obj, kind))
+            a.begun = None
+            a.polling = False
+
+    def idle(self, actor: str) -> object:
+        """Wait between two calls until a rule grants IDLE; what the grant carried."""
+        a = self.actors[actor]
+        with self._cond:
+            return self._park(a, (IDLE,), -1)[1]
+
+    def polled(self, actor: str) -> None:
+        """``actor`` polls its ring (it waits there unless the poll succeeds)."""
+        a = self.actors[actor]
+        with self._cond:
+            a.polling = True
+            self._cond.notify_all()
 
     # -- actor side -------------------------------------------------------------------
 
@@ -130,11 +217,13 @@ class Scheduler:
     # -- rule side (the test's thread) ------------------------------------------------
 
     def grant(
-        self, actor: str, action: str, data: object = None, wait: bool = True
+        self, actor: str, action: str, data: object = None, wait: bool = True,
+        blocked: Callable[[], bool] | None = None,
     ) -> str | None:
         """Let ``actor`` run ``action``; wait until it parks at its next step (with
         ``wait=False`` do not: the step blocks until another actor's step, e.g. a
-        futex wait; :meth:`wait_parked` then waits for it).
+        futex wait; :meth:`wait_parked` then waits for it), or -- with ``blocked`` --
+        until it polls its ring while ``blocked()`` says the ring holds nothing for it.
 
         Returns None, or what went wrong (the actor hung or died)."""
         a = self.actors[actor]
@@ -145,7 +234,18 @@ class Scheduler:
             self._cond.notify_all()
             if not wait:
                 return None
-            if not self._cond.wait_for(lambda: bool(a.pending) or a.done, self.handoff_timeout):
+        return self.settle(actor, blocked)
+
+    def settle(self, actor: str, blocked: Callable[[], bool] | None = None) -> str | None:
+        """Wait until ``actor`` parks, or polls its ring while ``blocked()``; None, or
+        what went wrong (the actor hung or died)."""
+        a = self.actors[actor]
+        with self._cond:
+            if not self._cond.wait_for(
+                lambda: bool(a.pending) or a.done
+                or (a.polling and blocked is not None and blocked()),
+                self.handoff_timeout,
+            ):
                 return f"{actor} did not reach its next step within {self.handoff_timeout} s"
             if a.done:
                 return f"{actor} stopped: {a.error or 'its thread ended'}"
@@ -165,3 +265,22 @@ class Scheduler:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+
+
+class PollSeen:
+    """A StepObserver for a queue end's ring cursor: tells the scheduler of each poll
+    (the cursor's other steps run inside the queue step that the scheduler granted)."""
+
+    POLLS = frozenset(
+        (WRITER_POLL_WRITTEN, WRITER_POLL_READ_FLAG, READER_POLL_READ_FLAG, READER_POLL_WRITTEN)
+    )
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+
+    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        if action in self.POLLS:
+            self.sched.polled(actor)
+
+    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        pass
