@@ -7,7 +7,8 @@
   small ack on its own channel back, the writer waits for every ack. Transports:
   ``verifiedring`` (the local ring path of MessageQueue), ``verifiedring-remote``
   (the encrypted TCP path over loopback), the ``floor`` ring (:mod:`bench.floor`)
-  and ``multiprocessing.Pipe``; vLLM's MessageQueue too when vLLM is installed.
+  and ``multiprocessing.Pipe``; vLLM 0.9.0's and 0.33.0's MessageQueue, loaded from
+  their wheels by :mod:`bench.anchors`.
 * **throughput vs readers**: the writer streams N 1 KiB objects to R = 1..3
   readers; messages per second per reader.
 * **large objects** (1 MiB chunks): a 2 MiB object (``bytes`` nested in a tuple)
@@ -38,6 +39,8 @@ from typing import Any
 
 from verifiedring.testing.launcher import Supervisor, Task, raise_for
 
+from . import anchors
+
 WAIT = 60.0
 ACK = b"k"
 SIZES = (64, 1024, 64 * 1024, 1024 * 1024)
@@ -58,25 +61,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the large-object section (quick)")
 
 
-def _vllm_message_queue() -> Any:
-    try:
-        from vllm.distributed.device_communicators.shm_broadcast import MessageQueue
-    except Exception:  # not installed, or it cannot import here
-        return None
-    return MessageQueue
+def _anchors() -> list[str]:
+    """The vLLM anchors that load here (:mod:`bench.anchors`); why the others do not is
+    in the JSON's ``vllm`` entry."""
+    return [name for name, state in VLLM.items() if state == "loaded"]
 
 
-TRANSPORTS = ["verifiedring", "verifiedring-remote", "floor", "pipe"] + (
-    ["vllm"] if _vllm_message_queue() is not None else []
-)
+VLLM: dict[str, str] = {}
+TRANSPORTS = ["verifiedring", "verifiedring-remote", "floor", "pipe"]
 
 
 # --- channels ---------------------------------------------------------------------
 
 
 def _queue_type(transport: str) -> Any:
-    if transport == "vllm":
-        return _vllm_message_queue()
+    if transport in anchors.VERSIONS:
+        return anchors.load(transport)
     from verifiedring import MessageQueue
 
     return MessageQueue
@@ -304,6 +304,17 @@ def stream(transport: str, n: int, count: int) -> dict[str, Any]:
     return {"transport": transport, "readers": n, "msgs_per_s": count / seconds}
 
 
+def _measure(fn: Callable[..., dict[str, Any]], transport: str, *args: Any) -> dict[str, Any]:
+    """``fn(transport, *args)``; for a vLLM anchor in a fresh process (its writer too),
+    since both anchors are the package ``vllm``."""
+    if transport not in anchors.VERSIONS:
+        return fn(transport, *args)
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        return pool.submit(fn, transport, *args).result()
+
+
 # --- the report ---------------------------------------------------------------------
 
 
@@ -330,12 +341,12 @@ def _ratios(rows: list[dict[str, Any]], key: str, base: str) -> None:
 
 def measure_large(args: argparse.Namespace) -> list[dict[str, Any]]:
     larges = []
-    large_transports = [*LARGE_MODES, *(["vllm"] if "vllm" in TRANSPORTS else [])]
+    large_transports = [*LARGE_MODES, *_anchors()]
     for n, size, rounds in ((1, 2 * 1024 * 1024, args.rounds // 10), (3, 64 * 1024 * 1024, 5)):
         for t in large_transports:
             print(f"large object {t} {size >> 20} MiB x {n} readers ...", flush=True)
-            larges.append(large(t, n, size, max(rounds, 5)))
-    for base in ("verifiedring-socket", "vllm"):
+            larges.append(_measure(large, t, n, size, max(rounds, 5)))
+    for base in ("verifiedring-socket", *_anchors()):
         _ratios(larges, "p50_us", base)
     return larges
 
@@ -344,14 +355,14 @@ def measure_roundtrips(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for size in SIZES:
         rounds = args.rounds if size <= 1024 else max(args.rounds // (size // 1024), 100)
-        for t in TRANSPORTS:
+        for t in TRANSPORTS + _anchors():
             print(f"round trip {t} {size} B ...", flush=True)
-            rows.append(roundtrip(t, 1, size, rounds))
+            rows.append(_measure(roundtrip, t, 1, size, rounds))
     for n in range(2, args.readers + 1):
-        for t in ("verifiedring", "floor"):
+        for t in ("verifiedring", "floor", *_anchors()):
             print(f"round trip {t} 1 KiB x {n} readers ...", flush=True)
-            rows.append(roundtrip(t, n, 1024, args.rounds))
-    for base in ("floor", "vllm"):
+            rows.append(_measure(roundtrip, t, n, 1024, args.rounds))
+    for base in ("floor", *_anchors()):
         _ratios(rows, "p50_us", base)
     return rows
 
@@ -359,19 +370,17 @@ def measure_roundtrips(args: argparse.Namespace) -> list[dict[str, Any]]:
 def measure_streams(args: argparse.Namespace) -> list[dict[str, Any]]:
     streams = []
     for n in range(1, args.readers + 1):
-        for t in ("verifiedring", "floor", "pipe") + (("vllm",) if "vllm" in TRANSPORTS else ()):
+        for t in ("verifiedring", "floor", "pipe", *_anchors()):
             print(f"stream {t} x {n} readers ...", flush=True)
-            streams.append(stream(t, n, args.stream))
-    for base in ("floor", "vllm"):
+            streams.append(_measure(stream, t, n, args.stream))
+    for base in ("floor", *_anchors()):
         _ratios(streams, "msgs_per_s", base)
     return streams
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    report: dict[str, Any] = {
-        "machine": machine(),
-        "vllm": "installed" if "vllm" in TRANSPORTS else "not installed: no vLLM baseline",
-    }
+    VLLM.update(anchors.status())
+    report: dict[str, Any] = {"machine": machine(), "vllm": dict(VLLM)}
     report["roundtrip"], report["stream"] = [], []
     if args.only_large:
         report["large"] = measure_large(args)
@@ -466,7 +475,7 @@ def main(args: argparse.Namespace) -> int:
     for r in report["large"]:
         print(f"  large {r['transport']:20s} R={r['readers']} {r['size'] >> 20:>3d} MiB  "
               f"p50 {r['p50_us']:9.0f} us  {r['gb_per_s_per_reader']:5.2f} GB/s/reader  "
-              f"x vllm {r.get('ratio_to_vllm')}")
+              f"x vllm-0.9.0 {r.get('ratio_to_vllm-0.9.0')}")
     if not args.no_plots:
         for p in plot(report, out):
             print(f"wrote {p}")
