@@ -43,15 +43,16 @@
 (*                                                                         *)
 (* Constants Fences (a subset of AllFences) and ClearWritten select the    *)
 (* variant: the full protocol is Fences = AllFences, ClearWritten = TRUE.  *)
-(* Aborts and reader raises are not modeled here (RingBuffer.tla covers    *)
-(* them under SC; they add no new memory orderings).                       *)
+(* MaxAborts bounds the writer's aborts (WriterAbort, as RingBuffer.tla): *)
+(* the stores the write already issued stay buffered or committed.  Reader *)
+(* raises are not modeled here (RingBuffer.tla covers them under SC).      *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
 
-CONSTANTS NReaders, NChunks, MaxMsgs, Fences, ClearWritten
+CONSTANTS NReaders, NChunks, MaxMsgs, Fences, ClearWritten, MaxAborts
 
 AllFences == {"FW1", "FW2", "FW3", "FW4", "FR0", "FR1", "FR2"}
-ASSUME Fences \subseteq AllFences /\ ClearWritten \in BOOLEAN
+ASSUME Fences \subseteq AllFences /\ ClearWritten \in BOOLEAN /\ MaxAborts \in Nat
 
 Readers == 0 .. NReaders - 1
 FlagIdx == 0 .. NReaders - 1
@@ -77,12 +78,13 @@ VARIABLES
     wbuf,                                  \* writer store buffer: Locs -> value (partial)
     rbuf,                                  \* reader store buffers
     wpc, windex, wflag, sent,
+    aborts,                                \* writes aborted so far
     rpc, rindex,
     preW,                                  \* preW[r]: `written` loaded early, or None
     pre,                                   \* pre[r]: payload loaded early, or None
     delivered
 
-vars == <<mem, wbuf, rbuf, wpc, windex, wflag, sent,
+vars == <<mem, wbuf, rbuf, wpc, windex, wflag, sent, aborts,
           rpc, rindex, preW, pre, delivered>>
 
 Init ==
@@ -90,6 +92,7 @@ Init ==
     /\ wbuf = [l \in {} |-> 0]                \* empty buffer
     /\ rbuf = [r \in Readers |-> [l \in {} |-> 0]]
     /\ wpc = "poll" /\ windex = 0 /\ wflag = 0 /\ sent = 0
+    /\ aborts = 0
     /\ rpc = [r \in Readers |-> "poll"]
     /\ rindex = [r \in Readers |-> 0]
     /\ preW = [r \in Readers |-> None]
@@ -115,7 +118,7 @@ Claimed == IF ClearWritten THEN "clear" ELSE "fill"
 WriterPollWritten ==
     /\ wpc = "poll"
     /\ wpc' = IF WLoad(W(windex)) = 0 THEN Claimed ELSE "pollflag"
-    /\ UNCHANGED <<mem, wbuf, rbuf, windex, wflag, sent,
+    /\ UNCHANGED <<aborts, mem, wbuf, rbuf, windex, wflag, sent,
                    rpc, rindex, preW, pre, delivered>>
 
 WriterPollReadFlag ==
@@ -125,21 +128,21 @@ WriterPollReadFlag ==
        ELSE IF wflag = LastFlag
          THEN wpc' = Claimed /\ wflag' = 0
          ELSE wpc' = "pollflag" /\ wflag' = wflag + 1
-    /\ UNCHANGED <<mem, wbuf, rbuf, windex, sent, rpc, rindex, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, mem, wbuf, rbuf, windex, sent, rpc, rindex, preW, pre, delivered>>
 
 WriterClearWritten ==                     \* FW1 before it
     /\ wpc = "clear"
     /\ WFence("FW1")
     /\ wbuf' = Put(wbuf, W(windex), 0)
     /\ wpc' = "fill"
-    /\ UNCHANGED <<mem, rbuf, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, mem, rbuf, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
 
 WriterFillPayload ==                      \* FW2 before it (FW1 if no clear)
     /\ wpc = "fill"
     /\ IF ClearWritten THEN WFence("FW2") ELSE WFence("FW1")
     /\ wbuf' = Put(Put(wbuf, Lo(windex), sent + 1), Hi(windex), sent + 1)
     /\ wpc' = "flags"
-    /\ UNCHANGED <<mem, rbuf, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, mem, rbuf, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
 
 WriterClearReadFlag ==                    \* FW3 before the first clear; in order
     /\ wpc = "flags"
@@ -148,7 +151,7 @@ WriterClearReadFlag ==                    \* FW3 before the first clear; in orde
     /\ IF wflag = LastFlag
          THEN wpc' = "publish" /\ wflag' = 0
          ELSE wpc' = "flags" /\ wflag' = wflag + 1
-    /\ UNCHANGED <<mem, rbuf, windex, sent, rpc, rindex, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, mem, rbuf, windex, sent, rpc, rindex, preW, pre, delivered>>
 
 WriterPublish ==                          \* FW4 before it
     /\ wpc = "publish"
@@ -157,13 +160,33 @@ WriterPublish ==                          \* FW4 before it
     /\ windex' = Succ(windex)
     /\ sent' = sent + 1
     /\ wpc' = IF sent + 1 = MaxMsgs THEN "done" ELSE "poll"
-    /\ UNCHANGED <<mem, rbuf, wflag, rpc, rindex, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, mem, rbuf, wflag, rpc, rindex, preW, pre, delivered>>
+
+\* cursors.py: WriterCursor.__exit__ with an exception (WriterAbort).  From
+\* "fill" the caller raised part-way through its stores (after FW2, or FW1
+\* without the clear): one payload word is stored, so the chunk is torn.
+\* From "flags"/"publish" an asynchronous exception landed in publish()
+\* after the payload stores and the clears of flags 0 .. wflag-1 (before
+\* or after the FW3/FW4 fence call, so no fence is required here).  The
+\* abort path makes no store and has no fence: every store already issued
+\* stays in the buffer (it commits later, in any order) or in memory;
+\* windex does not advance, the message is not sent, the next write reuses
+\* the chunk (its FW1 drains the buffer before its first store).
+WriterAbort ==
+    /\ wpc \in {"fill", "flags", "publish"}
+    /\ aborts < MaxAborts
+    /\ wpc = "fill" => IF ClearWritten THEN WFence("FW2") ELSE WFence("FW1")
+    /\ wbuf' = IF wpc = "fill" THEN Put(wbuf, Lo(windex), Torn) ELSE wbuf
+    /\ aborts' = aborts + 1
+    /\ wpc' = "poll"
+    /\ wflag' = 0
+    /\ UNCHANGED <<mem, rbuf, windex, sent, rpc, rindex, preW, pre, delivered>>
 
 WriterCommit ==                           \* a pending store becomes visible
     /\ \E l \in DOMAIN wbuf :
          /\ mem' = [mem EXCEPT ![l] = wbuf[l]]
          /\ wbuf' = Drop(wbuf, l)
-    /\ UNCHANGED <<rbuf, wpc, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, rbuf, wpc, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
 
 -----------------------------------------------------------------------------
 \* Without FR0: the poll's `written` load is performed before its own-flag load.
@@ -171,7 +194,7 @@ ReaderEarlyWritten(r) ==
     /\ ~Has("FR0")
     /\ rpc[r] = "poll" /\ preW[r] = None
     /\ preW' = [preW EXCEPT ![r] = mem[W(rindex[r])]]
-    /\ UNCHANGED <<mem, wbuf, rbuf, wpc, windex, wflag, sent,
+    /\ UNCHANGED <<aborts, mem, wbuf, rbuf, wpc, windex, wflag, sent,
                    rpc, rindex, pre, delivered>>
 
 \* Without FR1: the payload loads are performed before the poll's `written`
@@ -182,7 +205,7 @@ ReaderEarlyPayload(r) ==
        \/ rpc[r] = "poll" /\ ~Has("FR0")
     /\ pre[r] = None
     /\ pre' = [pre EXCEPT ![r] = Pair(mem[Lo(rindex[r])], mem[Hi(rindex[r])])]
-    /\ UNCHANGED <<mem, wbuf, rbuf, wpc, windex, wflag, sent,
+    /\ UNCHANGED <<aborts, mem, wbuf, rbuf, wpc, windex, wflag, sent,
                    rpc, rindex, preW, delivered>>
 
 \* A failed poll: the next one starts from its first load; early loads are void.
@@ -195,9 +218,9 @@ ReaderPollReadFlag(r) ==
     LET c == rindex[r] IN
     /\ rpc[r] = "poll"
     /\ IF RLoad(r, F(c, r)) = 0
-         THEN rpc' = [rpc EXCEPT ![r] = "poll2"] /\ UNCHANGED <<preW, pre>>
+         THEN rpc' = [rpc EXCEPT ![r] = "poll2"] /\ UNCHANGED <<aborts, preW, pre>>
          ELSE PollFails(r)
-    /\ UNCHANGED <<mem, wbuf, rbuf, wpc, windex, wflag, sent, rindex, delivered>>
+    /\ UNCHANGED <<aborts, mem, wbuf, rbuf, wpc, windex, wflag, sent, rindex, delivered>>
 
 ReaderPollWritten(r) ==                   \* FR0 before it
     LET c == rindex[r]
@@ -210,7 +233,7 @@ ReaderPollWritten(r) ==                   \* FR0 before it
               /\ preW' = [preW EXCEPT ![r] = None]
               /\ UNCHANGED pre
          ELSE PollFails(r)
-    /\ UNCHANGED <<mem, wbuf, rbuf, wpc, windex, wflag, sent, rindex, delivered>>
+    /\ UNCHANGED <<aborts, mem, wbuf, rbuf, wpc, windex, wflag, sent, rindex, delivered>>
 
 \* Payload loads (or the early-loaded value); FR1 before them (the step that
 \* leaves state "read" is the first one after FR1).  In state
@@ -229,7 +252,7 @@ ReaderReadPayload(r) ==
          ELSE /\ rindex' = [rindex EXCEPT ![r] = Succ(c)]
               /\ rpc' = [rpc EXCEPT ![r] = IF Len(delivered'[r]) >= MaxMsgs
                                              THEN "done" ELSE "poll"]
-    /\ UNCHANGED <<mem, wbuf, rbuf, wpc, windex, wflag, sent, preW>>
+    /\ UNCHANGED <<aborts, mem, wbuf, rbuf, wpc, windex, wflag, sent, preW>>
 
 \* Release store (FR2 before it).  Without FR2 it may be issued before the
 \* payload loads (from state "read", going to "early").
@@ -245,13 +268,13 @@ ReaderRelease(r) ==
                                              THEN "done" ELSE "poll"]
          ELSE /\ rpc' = [rpc EXCEPT ![r] = "early"]
               /\ UNCHANGED rindex
-    /\ UNCHANGED <<mem, wbuf, wpc, windex, wflag, sent, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, mem, wbuf, wpc, windex, wflag, sent, preW, pre, delivered>>
 
 ReaderCommit(r) ==
     /\ \E l \in DOMAIN rbuf[r] :
          /\ mem' = [mem EXCEPT ![l] = rbuf[r][l]]
          /\ rbuf' = [rbuf EXCEPT ![r] = Drop(@, l)]
-    /\ UNCHANGED <<wbuf, wpc, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
+    /\ UNCHANGED <<aborts, wbuf, wpc, windex, wflag, sent, rpc, rindex, preW, pre, delivered>>
 
 -----------------------------------------------------------------------------
 AllDone == /\ wpc = "done" /\ Drained(wbuf)
@@ -260,6 +283,7 @@ Done == AllDone /\ UNCHANGED vars
 
 Writer == \/ WriterPollWritten \/ WriterPollReadFlag \/ WriterClearWritten
           \/ WriterFillPayload \/ WriterClearReadFlag \/ WriterPublish
+          \/ WriterAbort
 Reader(r) == \/ ReaderEarlyWritten(r) \/ ReaderEarlyPayload(r)
              \/ ReaderPollReadFlag(r) \/ ReaderPollWritten(r)
              \/ ReaderReadPayload(r) \/ ReaderRelease(r)
@@ -284,6 +308,7 @@ TypeOKInv ==
     /\ wflag \in FlagIdx
     /\ \A r \in Readers : rpc[r] \in {"poll", "poll2", "read", "early", "release", "done"}
     /\ sent \in 0 .. MaxMsgs
+    /\ aborts \in 0 .. MaxAborts
 
 NoTornReadInv ==
     \A r \in Readers : \A k \in 1 .. Len(delivered[r]) : delivered[r][k] # Torn
@@ -300,9 +325,10 @@ PublishedBeforeReadInv ==
 Stored(c) == WLoad(Lo(c))
 
 \* From the successful poll until the payload stores are issued, every
-\* reader has read the message in the claimed chunk (see RingBuffer.tla).
+\* reader has read the message in the claimed chunk (see RingBuffer.tla);
+\* one that was sent (an aborted write leaves its unsent payload behind).
 NoOverwriteUnreadInv ==
-    wpc \in {"clear", "fill"} /\ Stored(windex) \in Msgs =>
+    wpc \in {"clear", "fill"} /\ Stored(windex) \in 1 .. sent =>
         \A r \in Readers : \E k \in 1 .. Len(delivered[r]) :
             delivered[r][k] = Stored(windex)
 
