@@ -7,7 +7,7 @@ PYTEST_WORKERS ?= auto
 # TLC and the tests that take seconds alone (see tests/conftest.py)
 CHECK_MARKERS ?= not stress and not faults and not tlc and not slow
 
-.PHONY: help install test check model-check model-check-all mutants stress lint bench gpu-check clean
+.PHONY: help install test check model-check model-check-all mutants mutation stress lint bench gpu-check clean
 
 help:  ## this list
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -31,6 +31,10 @@ model-check-all:  ## TLC over every model of spec/models.toml, the deep tier too
 mutants:  ## every known bug of tests/mutants/catalog.toml, applied to a copy; one table, non-zero if one survives
 	$(PYTHON) -m tests.mutants $(MUTANTS_ARGS)
 
+mutation:  ## mutants nobody chose: mutmut over the core modules, 2 workers (not in CI); then the kill rate per module (tests/mutation/)
+	$(PYTHON) -m mutmut run --max-children 2
+	$(PYTHON) -m tests.mutation
+
 stress:  ## a longer soak of the multiprocess harness (see stress/README.md)
 	$(PYTHON) -m stress --duration 60
 
@@ -45,5 +49,5 @@ gpu-check:  ## just the GPU tests, for a machine that has CUDA (skips elsewhere)
 	$(PYTHON) -m pytest -m gpu -n 0 tests
 
 clean:  ## remove caches and build output (keeps the built C fence: `make install` rebuilds it)
-	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info
+	rm -rf build dist mutants .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verifiedring import MisuseError, RingLayout, ShmRingBuffer
+from verifiedring.layout import MAX_CHUNKS
 
 geometry = st.tuples(
     st.integers(1, 8),  # n_reader
@@ -105,6 +106,26 @@ def test_out_of_range_indices() -> None:
         lay.read_flag_offset(0, 2)
     with pytest.raises(MisuseError, match=r"reader index 2 out of range 0\.\.1"):
         lay.sleep_offset(2)
+
+
+def test_a_reader_index_error_is_the_whole_message() -> None:
+    lay = RingLayout(2, 8, 3)
+    with pytest.raises(MisuseError) as info:
+        lay.sleep_offset(2)
+    assert str(info.value) == (
+        "reader index 2 out of range 0..1: a reader's flag index is its position among the "
+        "local readers, not its global rank"
+    )
+
+
+def test_max_chunks_bound_is_inclusive_and_its_error_says_so() -> None:
+    assert RingLayout(1, 1, MAX_CHUNKS).max_chunks == MAX_CHUNKS
+    with pytest.raises(MisuseError) as info:
+        RingLayout(1, 1, MAX_CHUNKS + 1)
+    assert str(info.value) == (
+        f"ring geometry: max_chunks must be at most {MAX_CHUNKS} (each chunk costs views and a "
+        f"flag row in every process), got {MAX_CHUNKS + 1}"
+    )
 
 
 def test_capacity_rule_message() -> None:

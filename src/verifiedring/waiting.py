@@ -297,7 +297,7 @@ def wait_for(
     on_timeout: Callable[[float], Exception],
     watch: Callable[[], None] | None = None,
     sleeper: Sleeper | None = None,
-) -> None:
+) -> None:  # pragma: no mutate block (testing.blocked finds a wait by its code)
     """Return as soon as ``poll()`` is true; call it after a poll that failed.
 
     ``stall`` makes the stall log, and is called only once the wait outlasts
@@ -344,7 +344,7 @@ def wait_readable(
     log: StallLog,
     on_timeout: Callable[[float], Exception],
     watch: Callable[[], None] | None = None,
-) -> None:
+) -> None:  # pragma: no mutate block (testing.blocked finds a wait by its code)
     """Return once ``poll_ms(ms)`` (a poll that blocks at most ``ms``) reports ready.
     ``watch`` runs before the deadline is checked, so even ``timeout=0`` names a dead
     peer rather than timing out."""

@@ -1,0 +1,82 @@
+"""The kill rate per module of the last ``mutmut run`` (its ``mutants/`` folder).
+
+mutmut keeps one ``<file>.meta`` per mutated file: each mutant's exit status (None: not
+run yet). This prints the markdown table of tests/mutation/REPORT.md, one row per file of
+``[tool.mutmut] only_mutate``, then every survivor by name (``mutmut show NAME`` prints its
+diff). Killed counts a failing test and a timeout (a mutant that never ends is caught).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+#: mutmut's exit statuses, as its results name them
+KILLED = frozenset({1, 3, 36, 24, -24, 152, 255, -9, -11})
+SURVIVED = 0
+
+
+def modules() -> list[str]:
+    """The files ``make mutation`` mutates, from pyproject.toml."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    files: list[str] = config["tool"]["mutmut"]["only_mutate"]
+    return files
+
+
+def statuses(module: str) -> dict[str, int | None]:
+    """Each mutant of ``module`` and its exit status (None: not run)."""
+    meta = ROOT / "mutants" / f"{module}.meta"
+    if not meta.exists():
+        return {}
+    codes: dict[str, int | None] = json.loads(meta.read_text())["exit_code_by_key"]
+    return codes
+
+
+def tally(codes: dict[str, int | None]) -> Counter[str]:
+    """Killed, survived, not run and other (no test reached it) of one module."""
+    counts: Counter[str] = Counter()
+    for code in codes.values():
+        if code is None:
+            counts["not run"] += 1
+        elif code in KILLED:
+            counts["killed"] += 1
+        elif code == SURVIVED:
+            counts["survived"] += 1
+        else:
+            counts["no test"] += 1
+    return counts
+
+
+def main() -> int:
+    print("| module | mutants | killed | survived | no test | not run | killed % |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    total: Counter[str] = Counter()
+    survivors: list[str] = []
+    for module in modules():
+        codes = statuses(module)
+        counts = tally(codes)
+        total += counts
+        survivors += sorted(k for k, c in codes.items() if c == SURVIVED)
+        print(row(module.removeprefix("src/verifiedring/"), len(codes), counts))
+    print(row("all", sum(total.values()), total))
+    print()
+    for name in survivors:
+        print(f"- `{name}`")
+    return 0
+
+
+def row(name: str, n: int, counts: Counter[str]) -> str:
+    """One table row; the rate is over the mutants run."""
+    run = counts["killed"] + counts["survived"] + counts["no test"]
+    rate = f"{100 * counts['killed'] / run:.1f}" if run else "-"
+    cells = (counts["killed"], counts["survived"], counts["no test"], counts["not run"])
+    return f"| {name} | {n} | " + " | ".join(map(str, cells)) + f" | {rate} |"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

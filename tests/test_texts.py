@@ -1,0 +1,55 @@
+"""The exact words of misuse errors and reprs, which say what a user did wrong
+(mutants nobody chose, tests/mutation/REPORT.md: each of these texts survived a mutant)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy
+import pytest
+from support.groups import Group
+
+from verifiedring import MisuseError, ShmRingBuffer
+from verifiedring.waiting import _seconds
+
+
+def test_a_call_of_the_other_role_names_the_call_and_the_role(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1)
+    pid = os.getpid()
+    with pytest.raises(MisuseError) as info:
+        g.writer.dequeue(timeout=0)
+    assert str(info.value) == f"writer (pid {pid}): dequeue() is not a call of the writer"
+    with pytest.raises(MisuseError) as info:
+        g.readers[0].enqueue(1)
+    assert str(info.value) == (
+        f"local reader rank 1 (pid {pid}): enqueue() is not a call of a reader"
+    )
+
+
+def test_ring_and_cursor_reprs_say_the_role_and_the_state() -> None:
+    with ShmRingBuffer(1, 64, 2) as ring:
+        name = ring.name
+        assert repr(ring) == (
+            f"<ShmRingBuffer {name!r} 1 readers x 2 chunks of 64 bytes, no role yet>"
+        )
+        w = ring.writer()
+        assert repr(w) == f"<WriterCursor writer of ring {name!r} chunk 0 idle>"
+        with w.acquire_write(1):
+            assert repr(w) == f"<WriterCursor writer of ring {name!r} chunk 0 holding>"
+            with pytest.raises(MisuseError) as info, w.acquire_write(1):
+                pass
+    assert str(info.value) == (
+        f"writer of ring {name!r} already holds chunk 0: finish the current with-block "
+        "before acquiring again"
+    )
+
+
+def test_a_timeout_of_another_numeric_type_keeps_its_kind() -> None:
+    whole = _seconds(numpy.int64(2))
+    half = _seconds(Fraction(1, 2))
+    assert (whole, type(whole)) == (2, int)
+    assert (half, type(half)) == (0.5, float)
