@@ -9,9 +9,10 @@
   the microseconds while the peer runs), then, given a :class:`Sleeper` (a
   ring reader, where ``SLEEP_KIND == "futex"``), blocks in the sleeper until
   the peer wakes it (at once) or the block's bound passes: ``MAX_BLOCK`` first,
-  each block twice the last up to ``MAX_IDLE_BLOCK`` (a waiter idle for seconds
-  wakes once a second), else sleeps, doubling from ``FIRST_SLEEP`` up to
-  ``MAX_SLEEP`` (about 1,000 wake-ups a second).
+  each block twice the last up to the sleeper's ``max_idle_block`` (``MAX_IDLE_BLOCK``
+  by default; a local reader whose writer watch runs: ``WATCHED_IDLE_BLOCK``),
+  else sleeps, doubling from ``FIRST_SLEEP`` up to ``MAX_SLEEP`` (about 1,000
+  wake-ups a second).
 * :func:`wait_readable` waits on something with a blocking, bounded poll (a
   socket): it blocks at most until the deadline or the next stall log.
 
@@ -63,7 +64,8 @@ WATCH_INTERVAL = 0.1
 #: The longest a sleeper's first block lasts: the poll (which may watch a socket) runs
 #: again. Each later block of the same wait may last twice the one before, up to
 #: ``MAX_IDLE_BLOCK``: what a poll looks for besides the ring (a writer gone, a frame
-#: on a socket) is seen within 0.1 s of a busy spell and within a second of a long idle.
+#: on a socket) is seen within 0.1 s of a busy spell and within a second of a long idle
+#: (a local reader with a writer watch is woken for those instead: see queue/writer_watch).
 MAX_BLOCK = WATCH_INTERVAL
 MAX_IDLE_BLOCK = 1.0
 
