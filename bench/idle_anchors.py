@@ -204,7 +204,8 @@ def _writer(queue: str, gaps: list[float], idle: tuple[float, float] | None) -> 
 
 
 def _summary(xs: list[float]) -> dict[str, float]:
-    return {"p50": statistics.median(xs), "p90": _p(xs, 9), "samples": len(xs)}
+    return {"p50": round(statistics.median(xs), 2), "p90": round(_p(xs, 9), 2),
+            "samples": len(xs)}
 
 
 def _ratios(report: dict[str, Any]) -> dict[str, dict[str, float]]:
