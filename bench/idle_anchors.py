@@ -37,7 +37,7 @@ Writes ``<out>/idle.json``::
 
 Keys of gaps are the gap in seconds as ``f"{gap:g}"``; samples pool every reader's.
 The default run takes about four minutes on 2 cores (``make bench`` runs it after
-the report); ``--quick`` (gaps up to 1 s, a 2 s window after 1 s) about a minute.
+the report); ``--quick`` (gaps up to 1 s, a 2 s window after 1 s) under a minute.
 """
 
 from __future__ import annotations
