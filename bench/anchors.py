@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -168,10 +169,11 @@ def load(name: str, cache: Path | None = None) -> Any:
     return importlib.import_module(MODULE).MessageQueue
 
 
-def status(cache: Path | None = None) -> dict[str, str]:
-    """For the JSON: each anchor's state, ``loaded`` or why not (each in a fresh process)."""
+def status(cache: Path | None = None, names: Iterable[str] = VERSIONS) -> dict[str, str]:
+    """For the JSON: the state of each anchor of ``names`` (default all), ``loaded`` or
+    why not (each in a fresh process)."""
     out = {}
-    for name in VERSIONS:
+    for name in names:
         code = f"from bench.anchors import load; load({name!r})"
         try:
             subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,

@@ -161,7 +161,7 @@ class _Channels:
                 close()
 
 
-_Ends = tuple[Callable[[], Any], Callable[[], None], Callable[[], None]]
+_Ends = tuple[Callable[..., Any], Callable[[], None], Callable[[], None]]
 
 
 def _pipe_ends(end: Any) -> _Ends:
