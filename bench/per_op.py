@@ -8,8 +8,8 @@
   ``pickle.loads`` of the same object: the least a queue of pickled objects does).
   Each side runs in its own worker process, kept for the whole run; the
   ``--repeats`` reps of all sides run in an order shuffled by
-  ``random.Random(--seed)`` (the seed is in the JSON); each figure is the median of
-  its reps, with its ratio to ``pickle``.
+  ``random.Random(--seed)`` (:mod:`bench.reps`; the seed is in the JSON); each
+  figure is the median of its reps, with its ratio to ``pickle``.
 * **memcpy floor**: GB/s of a 64 MiB ``bytearray`` slice copy in this process
   (median of ``--copies``), the floor of the 64 MiB row of :mod:`bench.report`.
 
@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import pickle
-import random
 import statistics
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from . import anchors
+from .reps import Workers, shuffled
 
 WAIT = 60.0
 SIZE = 1024
@@ -125,27 +123,15 @@ def memcpy_gb_per_s(copies: int) -> float:
     return COPY_BYTES / statistics.median(times) / 1e9
 
 
-def shuffled(sides: list[str], repeats: int, seed: int) -> list[str]:
-    """Every side ``repeats`` times, in the order ``random.Random(seed)`` shuffles."""
-    order = [s for _ in range(repeats) for s in sides]
-    random.Random(seed).shuffle(order)
-    return order
-
-
 def measure(args: argparse.Namespace, loaded: list[str]) -> dict[str, Any]:
     """The per_op JSON: ``cpu_ns_per_pair`` per side (median, reps, ratio to pickle)
     and ``memcpy_gb_per_s``; ``loaded`` are the vLLM anchors to include."""
     sides = ["verifiedring", *loaded, PICKLE]
-    ctx = mp.get_context("spawn")
-    pools = {s: ProcessPoolExecutor(1, mp_context=ctx) for s in sides}
     reps: dict[str, list[float]] = {s: [] for s in sides}
-    try:
+    with Workers(sides) as workers:
         for side in shuffled(sides, args.repeats, args.seed):
             print(f"per-op CPU {side} ...", flush=True)
-            reps[side].append(pools[side].submit(cpu_per_pair, side, args.ops).result(WAIT))
-    finally:
-        for pool in pools.values():
-            pool.shutdown()
+            reps[side].append(workers.run(side, cpu_per_pair, side, args.ops))
     base = statistics.median(reps[PICKLE])
     cpu = {s: {"median_ns": statistics.median(xs), "reps_ns": xs,
                "ratio_to_pickle": round(statistics.median(xs) / base, 3)}
