@@ -13,7 +13,7 @@
 * **memcpy floor**: GB/s of a 64 MiB ``bytearray`` slice copy in this process
   (median of ``--copies``), the floor of the 64 MiB row of :mod:`bench.report`.
 
-Writes ``<out>/per_op.json``. Default wall time on a 2-core VM: about 15 s, most
+Writes ``<out>/per_op.json``. Default wall time on a 2-core VM: about 8 s, most
 of it the workers' start.
 """
 

@@ -24,8 +24,10 @@ of all transports run in an order shuffled by ``random.Random(--seed)``
 own worker process, kept for the run. Every latency is also given as a ratio to
 the floor ring (and to vLLM when present) measured in the same run; the JSON holds
 the machine's description.
-Writes ``<out>/bench.json`` and ``<out>/*.png``. Measure on an idle machine: the
-processes spin.
+Writes ``<out>/bench.json`` and ``<out>/*.png``. Default wall time on a 2-core VM:
+about 6 min (estimated: a 1-rep run with small counts took 107 s, nearly all of it
+starting reader processes; 3 reps triple that, the default counts add about 30 s,
+the idle bench under a minute). Measure on an idle machine: the processes spin.
 """
 
 from __future__ import annotations
