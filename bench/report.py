@@ -25,9 +25,9 @@ own worker process, kept for the run. Every latency is also given as a ratio to
 the floor ring (and to vLLM when present) measured in the same run; the JSON holds
 the machine's description.
 Writes ``<out>/bench.json`` and ``<out>/*.png``. Default wall time on a 2-core VM:
-about 6 min (estimated: a 1-rep run with small counts took 107 s, nearly all of it
-starting reader processes; 3 reps triple that, the default counts add about 30 s,
-the idle bench under a minute). Measure on an idle machine: the processes spin.
+about 5 min (estimated: a run with small counts, 2 reps and R <= 2, 88 reader
+starts, took 95 s, nearly all of it starting readers; the default's 158 starts, its
+counts (about 40 s) and the idle bench (under a minute) on top). Measure on an idle machine: the processes spin.
 """
 
 from __future__ import annotations
