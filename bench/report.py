@@ -27,7 +27,8 @@ the machine's description.
 Writes ``<out>/bench.json`` and ``<out>/*.png``. Default wall time on a 2-core VM:
 about 5 min (estimated: a run with small counts, 2 reps and R <= 2, 88 reader
 starts, took 95 s, nearly all of it starting readers; the default's 158 starts, its
-counts (about 40 s) and the idle bench (under a minute) on top). Measure on an idle machine: the processes spin.
+counts (about 40 s) and the idle bench (under a minute) on top). Measure on an idle
+machine: the processes spin.
 """
 
 from __future__ import annotations
