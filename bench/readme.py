@@ -3,7 +3,8 @@
 ``python -m bench readme`` reads ``<results>/bench.json`` (:mod:`bench.report`),
 ``<results>/per_op.json`` (:mod:`bench.per_op`) and ``<results>/idle.json`` (the idle
 bench: ``{"queues": {name: {"first_message_us": {gap: {"p50", "p90"}},
-"idle_cpu_percent": x}}, "c_futex_floor_us": {gap: {"p50", "p90"}}}``), each
+"idle_cpu_percent": x}}, "c_futex_floor_us": {gap: {"p50", "p90"}}, "readers": n,
+"idle_window_s": [a, b]}``, :mod:`bench.idle_anchors`), each
 optional but ``bench.json``, and rewrites the lines between the README's
 ``bench-results`` markers (the marker lines and everything outside them are kept
 verbatim). The first line says the machine and its load; then one row per figure
@@ -214,8 +215,9 @@ def idle_rows(idle: dict[str, Any] | None) -> list[Cells]:
         floor = [futex[g]["p50"] if g in futex else None for g in gaps]
         rs = [_ratio(v, f) for v, f in zip(p50s(VR), floor, strict=True)]
         ok = None if None in rs else all(_met(r, 2) for r in rs)
+        readers = (idle or {}).get("readers", 2)
         out.append([f"first message after {' / '.join(gap_label(g) for g in gaps)} idle, "
-                    "2 readers (p50)", joined(p50s(VR), us, " µs"),
+                    f"{readers} readers (p50)", joined(p50s(VR), us, " µs"),
                     *(joined(p50s(a), us, " µs") for a in ANCHORS),
                     "C futex: " + joined(floor, us, " µs") if ok is not None else "",
                     joined(rs, times) + " C futex" if ok is not None else "",
@@ -226,8 +228,10 @@ def idle_rows(idle: dict[str, Any] | None) -> list[Cells]:
         return "" if x is None else f"{x:.3g} % of a core"
 
     x = queues[VR].get("idle_cpu_percent")
+    window = (idle or {}).get("idle_window_s")
+    when = f", {window[0]:g}-{window[1]:g} s after the last message" if window else ""
     if x is not None:
-        out.append(["idle reader CPU, 10-20 s after the last message", cpu(VR),
+        out.append([f"idle reader CPU{when}", cpu(VR),
                     *(cpu(a) for a in ANCHORS), "", "", target("<= 0.01 %", _met(x, 0.01))])
     return out
 

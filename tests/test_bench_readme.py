@@ -55,6 +55,8 @@ PER_OP = {
 }
 
 IDLE = {
+    "readers": 2,
+    "idle_window_s": [10, 20],
     "queues": {
         "verifiedring": {"first_message_us": {"0.01": {"p50": 60.0, "p90": 90.0},
                                               "1.0": {"p50": 150.0, "p90": 200.0}},
