@@ -114,7 +114,7 @@ class Channels:
                 close()
 
 
-_Ends = tuple[Callable[[], Any], Callable[[], None], Callable[[], None]]
+_Ends = tuple[Callable[..., Any], Callable[[], None], Callable[[], None]]
 
 
 def _pipe_ends(end: Any) -> _Ends:
