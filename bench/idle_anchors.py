@@ -3,7 +3,7 @@
 For each queue of ``--queues`` (``verifiedring`` and the vLLM anchors of
 :mod:`bench.anchors`; an anchor that does not load is skipped, and ``skipped`` says
 why), one writer process and ``READERS`` local reader processes, built as
-:mod:`bench.report` builds them (``_Channels`` / ``_queue_ends``: a forward queue,
+:mod:`bench.channels` builds them (``Channels`` / ``_queue_ends``: a forward queue,
 and an ack queue back from each reader). After each idle gap the writer enqueues a
 small tuple carrying ``time.monotonic_ns()``; each reader, blocked in ``dequeue``,
 subtracts it on return (one clock for all) and acks. The gaps of one repeat are in
@@ -60,8 +60,9 @@ from typing import Any
 from verifiedring.testing.launcher import Supervisor, Task, channel, raise_for, run_tasks
 
 from . import anchors
+from .channels import Channels, _queue_ends
 from .idle_wakeup import _p
-from .report import _Channels, _queue_ends, machine
+from .report import machine
 
 QUEUES = ("verifiedring", *anchors.VERSIONS)
 C_FLOOR = "c-futex"
@@ -170,7 +171,7 @@ def _reader(queue: str, ends: Any, r: int, idle: tuple[float, float]) -> dict[st
     return {"late": late, "idle_cpu": cpu[0] if cpu else None}
 
 
-def _message(ch: _Channels, kind: int, gap: float) -> None:
+def _message(ch: Channels, kind: int, gap: float) -> None:
     ch.send((kind, gap, time.monotonic_ns()))
     if kind != STOP:
         ch.gather()
@@ -179,7 +180,7 @@ def _message(ch: _Channels, kind: int, gap: float) -> None:
 def _writer(queue: str, gaps: list[float], idle: tuple[float, float] | None) -> list[Any]:
     """Runs one queue: warm-up, a message after each of ``gaps``, then (if ``idle``) the
     idle window; each reader's result."""
-    ch = _Channels(queue, READERS, mp.get_context("spawn"), CHUNK)
+    ch = Channels(queue, READERS, mp.get_context("spawn"), CHUNK)
     tasks = [Task(_reader, (queue, ch.child_args[r], r, idle or (0.0, 0.0)),
                   name=f"{queue} reader {r}") for r in range(READERS)]
     try:

@@ -18,17 +18,23 @@
 * **idle wake-up**: :mod:`bench.idle_wakeup` (idle reader CPU; first message after
   an idle gap), futex sleep against the doubling sleep in the same run.
 
-Every latency is also given as a ratio to the floor ring (and to vLLM when
-present) measured in the same run; the JSON holds the machine's description.
-Writes ``<out>/bench.json`` and ``<out>/*.png``. Measure on an idle machine: the
-processes spin.
+Each round trip and stream figure is the median of ``--repeats`` reps, the reps
+of all transports run in an order shuffled by ``random.Random(--seed)``
+(:mod:`bench.reps`; seed and repeats are in the JSON); each vLLM anchor runs in its
+own worker process, kept for the run. Every latency is also given as a ratio to
+the floor ring (and to vLLM when present) measured in the same run; the JSON holds
+the machine's description.
+Writes ``<out>/bench.json`` and ``<out>/*.png``. Default wall time on a 2-core VM:
+about 5 min (estimated: a run with small counts, 2 reps and R <= 2, 88 reader
+starts, took 95 s, nearly all of it starting readers; the default's 158 starts, its
+counts (about 40 s) and the idle bench (under a minute) on top). Measure on an idle
+machine: the processes spin.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import platform
 import statistics
@@ -37,23 +43,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from verifiedring.testing.launcher import Supervisor, Task, raise_for
-
 from . import anchors
+from .channels import LARGE_CHUNK, LARGE_MODES, Channels, run
+from .reps import Workers, merge, shuffled
 
-WAIT = 60.0
-ACK = b"k"
 SIZES = (64, 1024, 64 * 1024, 1024 * 1024)
-CHUNK = 2 * 1024 * 1024 + 4096  # every payload fits a chunk: the ring path, not overflow
-SLOTS = 8
-LARGE_CHUNK = 1024 * 1024  # objects above it: a run, or the overflow socket
-LARGE_MODES = {"verifiedring-stream": "stream", "verifiedring-socket": "socket"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench/results", help="directory for JSON and PNGs")
-    parser.add_argument("--rounds", type=int, default=4000, help="round trips at <= 1 KiB")
-    parser.add_argument("--stream", type=int, default=50_000, help="objects per stream run")
+    parser.add_argument("--rounds", type=int, default=1500,
+                        help="round trips at <= 1 KiB, per rep")
+    parser.add_argument("--stream", type=int, default=20_000, help="objects per stream rep")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="reps of every round trip and stream, in a shuffled order")
+    parser.add_argument("--seed", type=int, default=20, help="the shuffle's seed")
     parser.add_argument("--readers", type=int, default=3, help="most readers")
     parser.add_argument("--no-idle", action="store_true", help="skip the idle wake-up bench")
     parser.add_argument("--no-plots", action="store_true", help="JSON only")
@@ -69,182 +73,7 @@ def _anchors() -> list[str]:
 
 VLLM: dict[str, str] = {}
 TRANSPORTS = ["verifiedring", "verifiedring-remote", "floor", "pipe"]
-
-
-# --- channels ---------------------------------------------------------------------
-
-
-def _queue_type(transport: str) -> Any:
-    if transport in anchors.VERSIONS:
-        return anchors.load(transport)
-    from verifiedring import MessageQueue
-
-    return MessageQueue
-
-
-def _new_queue(transport: str, n: int, chunk: int) -> Any:
-    """A writer for ``n`` readers: local ring, or remote over loopback TCP."""
-    mq = _queue_type(transport)
-    if transport == "verifiedring-remote":
-        return mq(n, 0, connect_ip="127.0.0.1", max_chunk_bytes=chunk, max_chunks=SLOTS)
-    if transport in LARGE_MODES:
-        return mq(n, n, max_chunk_bytes=chunk, max_chunks=SLOTS,
-                  large_objects=LARGE_MODES[transport])
-    return mq(n, n, max_chunk_bytes=chunk, max_chunks=SLOTS)
-
-
-class _Channels:
-    """The writer's side: one forward channel to every reader, one back from each."""
-
-    def __init__(self, transport: str, n: int, ctx: Any, chunk: int) -> None:
-        self.transport, self.n = transport, n
-        self.backs: list[Any] = []
-        if transport == "pipe":
-            pairs = [ctx.Pipe() for _ in range(n)]
-            self.ends = [a for a, _ in pairs]
-            self.child_args: list[Any] = [b for _, b in pairs]
-        elif transport == "floor":
-            from .floor import FloorRing
-
-            self.fwd: Any = FloorRing(n, CHUNK, SLOTS)
-            self.backs = [FloorRing(1, 4096, SLOTS) for _ in range(n)]
-            self.child_args = [(self.fwd.name, b.name) for b in self.backs]
-        else:
-            self.fwd = _new_queue(transport, n, chunk)
-            self.handles = ctx.Queue()
-            self.child_args = [(self.fwd.export_handle(), self.handles) for _ in range(n)]
-
-    def connect(self) -> None:
-        """After the children started: the queues' handshakes; for the others, one ack
-        from every reader (a spawned child takes a while to start)."""
-        if self.transport in ("pipe", "floor"):
-            self.gather()
-            return
-        got = dict(self.handles.get(timeout=WAIT) for _ in range(self.n))
-        mq = _queue_type(self.transport)
-        self.backs = [mq.create_from_handle(got[r], 0) for r in range(self.n)]
-        self.fwd.wait_until_ready()
-        for b in self.backs:
-            b.wait_until_ready()
-
-    def send(self, obj: Any) -> None:
-        if self.transport == "pipe":
-            for e in self.ends:
-                e.send(obj)
-        elif self.transport == "floor":
-            self.fwd.send(obj)
-        else:
-            self.fwd.enqueue(obj)
-
-    def gather(self) -> None:
-        if self.transport == "pipe":
-            for e in self.ends:
-                e.recv()
-        elif self.transport == "floor":
-            for b in self.backs:
-                b.recv(0)
-        else:
-            for b in self.backs:
-                b.dequeue()
-
-    def close(self) -> None:
-        if self.transport == "pipe":
-            return
-        if self.transport == "floor":
-            self.fwd.close(unlink=True)
-            for b in self.backs:
-                b.close(unlink=True)
-            return
-        for q in (*self.backs, self.fwd):
-            close = getattr(q, "close", None)  # vLLM's queue has none: collection frees it
-            if close is not None:
-                close()
-
-
-_Ends = tuple[Callable[..., Any], Callable[[], None], Callable[[], None]]
-
-
-def _pipe_ends(end: Any) -> _Ends:
-    def ack() -> None:
-        end.send(ACK)
-
-    return end.recv, ack, lambda: None
-
-
-def _floor_ends(names: Any, r: int, n: int) -> _Ends:
-    from .floor import FloorRing
-
-    fwd = FloorRing(n, CHUNK, SLOTS, name=names[0])
-    back = FloorRing(1, 4096, SLOTS, name=names[1])
-
-    def recv() -> Any:
-        return fwd.recv(r)
-
-    def ack() -> None:
-        back.send(ACK)
-
-    def close() -> None:
-        fwd.close()
-        back.close()
-
-    return recv, ack, close
-
-
-def _queue_ends(transport: str, args: Any, r: int) -> _Ends:
-    handle, handles = args
-    mq = _queue_type(transport)
-    q = mq.create_from_handle(handle, r)
-    if transport == "verifiedring-remote":
-        back_q = mq(1, 0, connect_ip="127.0.0.1", max_chunk_bytes=4096, max_chunks=SLOTS)
-    else:
-        back_q = mq(1, 1, max_chunk_bytes=4096, max_chunks=SLOTS)
-    handles.put((r, back_q.export_handle()))
-    back_q.wait_until_ready()
-    q.wait_until_ready()
-
-    def ack() -> None:
-        back_q.enqueue(ACK)
-
-    return q.dequeue, ack, lambda: None
-
-
-def _reader(transport: str, args: Any, r: int, n: int, plan: list[tuple[int, int]]) -> int:
-    """Reader ``r``: for each (count, ack_every) of ``plan``, receive ``count`` objects
-    and answer every ``ack_every``-th; the number received."""
-    if transport == "pipe":
-        recv, ack, close = _pipe_ends(args)
-    elif transport == "floor":
-        recv, ack, close = _floor_ends(args, r, n)
-    else:
-        recv, ack, close = _queue_ends(transport, args, r)
-    if transport in ("pipe", "floor"):
-        ack()  # running: the writer's connect() waits for this
-    got = 0
-    for count, every in plan:
-        for i in range(count):
-            recv()
-            got += 1
-            if (i + 1) % every == 0:
-                ack()
-    close()
-    return got
-
-
-def _run(
-    transport: str, n: int, plan: list[tuple[int, int]], drive: Any, chunk: int = CHUNK
-) -> Any:
-    ctx = mp.get_context("spawn")
-    ch = _Channels(transport, n, ctx, chunk)
-    try:
-        tasks = [Task(_reader, (transport, ch.child_args[r], r, n, plan), name=f"reader {r}")
-                 for r in range(n)]
-        with Supervisor(tasks) as procs:
-            ch.connect()
-            result = drive(ch)
-            raise_for(procs.wait(WAIT), f"{transport} readers")
-    finally:
-        ch.close()
-    return result
+WORKERS = Workers(anchors.VERSIONS)
 
 
 def roundtrip(transport: str, n: int, size: int, rounds: int) -> dict[str, Any]:
@@ -252,7 +81,7 @@ def roundtrip(transport: str, n: int, size: int, rounds: int) -> dict[str, Any]:
     payload = os.urandom(size)
     warm = max(rounds // 10, 10)
 
-    def drive(ch: _Channels) -> list[float]:
+    def drive(ch: Channels) -> list[float]:
         times = []
         for i in range(warm + rounds):
             t = time.perf_counter()
@@ -262,7 +91,7 @@ def roundtrip(transport: str, n: int, size: int, rounds: int) -> dict[str, Any]:
                 times.append(time.perf_counter() - t)
         return times
 
-    times = _run(transport, n, [(warm + rounds, 1)], drive)
+    times = run(transport, n, [(warm + rounds, 1)], drive)
     qs = statistics.quantiles(times, n=10)
     return {"transport": transport, "readers": n, "size": size,
             "p50_us": statistics.median(times) * 1e6, "p90_us": qs[8] * 1e6}
@@ -273,7 +102,7 @@ def large(transport: str, n: int, size: int, rounds: int) -> dict[str, Any]:
     1 MiB chunks: p50, and the bytes each reader received per second."""
     payload = (os.urandom(size),)
 
-    def drive(ch: _Channels) -> list[float]:
+    def drive(ch: Channels) -> list[float]:
         times = []
         for i in range(rounds + 2):
             t = time.perf_counter()
@@ -283,7 +112,7 @@ def large(transport: str, n: int, size: int, rounds: int) -> dict[str, Any]:
                 times.append(time.perf_counter() - t)
         return times
 
-    times = _run(transport, n, [(rounds + 2, 1)], drive, LARGE_CHUNK)
+    times = run(transport, n, [(rounds + 2, 1)], drive, LARGE_CHUNK)
     p50 = statistics.median(times)
     return {"transport": transport, "readers": n, "size": size, "p50_us": p50 * 1e6,
             "gb_per_s_per_reader": size / p50 / 1e9}
@@ -293,26 +122,36 @@ def stream(transport: str, n: int, count: int) -> dict[str, Any]:
     """Messages per second per reader, ``count`` 1 KiB objects streamed to ``n`` readers."""
     payload = os.urandom(1024)
 
-    def drive(ch: _Channels) -> float:
+    def drive(ch: Channels) -> float:
         t = time.perf_counter()
         for _ in range(count):
             ch.send(payload)
         ch.gather()  # each reader acks once, after the last
         return time.perf_counter() - t
 
-    seconds = _run(transport, n, [(count, count)], drive)
+    seconds = run(transport, n, [(count, count)], drive)
     return {"transport": transport, "readers": n, "msgs_per_s": count / seconds}
 
 
 def _measure(fn: Callable[..., dict[str, Any]], transport: str, *args: Any) -> dict[str, Any]:
-    """``fn(transport, *args)``; for a vLLM anchor in a fresh process (its writer too),
-    since both anchors are the package ``vllm``."""
-    if transport not in anchors.VERSIONS:
-        return fn(transport, *args)
-    from concurrent.futures import ProcessPoolExecutor
+    """``fn(transport, *args)``; for a vLLM anchor in its own worker process (its writer
+    too), since both anchors are the package ``vllm``."""
+    return WORKERS.run(transport, fn, transport, *args)
 
-    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
-        return pool.submit(fn, transport, *args).result()
+
+def _repeated(
+    jobs: list[tuple[Callable[..., dict[str, Any]], str, tuple[Any, ...]]],
+    args: argparse.Namespace, keys: tuple[str, ...],
+) -> list[dict[str, Any]]:
+    """Each job ``(fn, transport, fn_args)`` run ``args.repeats`` times, all reps in the
+    order :func:`bench.reps.shuffled` gives for ``args.seed``; one row per job, each of
+    ``keys`` the median of its reps."""
+    reps: list[list[dict[str, Any]]] = [[] for _ in jobs]
+    for i in shuffled(list(range(len(jobs))), args.repeats, args.seed):
+        fn, transport, fn_args = jobs[i]
+        print(f"{fn.__name__} {transport} {fn_args} ...", flush=True)
+        reps[i].append(_measure(fn, transport, *fn_args))
+    return [merge(r, keys) for r in reps]
 
 
 # --- the report ---------------------------------------------------------------------
@@ -352,27 +191,25 @@ def measure_large(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def measure_roundtrips(args: argparse.Namespace) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+    jobs: list[tuple[Callable[..., dict[str, Any]], str, tuple[Any, ...]]] = []
     for size in SIZES:
         rounds = args.rounds if size <= 1024 else max(args.rounds // (size // 1024), 100)
-        for t in TRANSPORTS + _anchors():
-            print(f"round trip {t} {size} B ...", flush=True)
-            rows.append(_measure(roundtrip, t, 1, size, rounds))
+        jobs += [(roundtrip, t, (1, size, rounds)) for t in TRANSPORTS + _anchors()]
     for n in range(2, args.readers + 1):
-        for t in ("verifiedring", "floor", *_anchors()):
-            print(f"round trip {t} 1 KiB x {n} readers ...", flush=True)
-            rows.append(_measure(roundtrip, t, n, 1024, args.rounds))
+        jobs += [(roundtrip, t, (n, 1024, args.rounds))
+                 for t in ("verifiedring", "floor", *_anchors())]
+    rows = _repeated(jobs, args, ("p50_us", "p90_us"))
     for base in ("floor", *_anchors()):
         _ratios(rows, "p50_us", base)
     return rows
 
 
 def measure_streams(args: argparse.Namespace) -> list[dict[str, Any]]:
-    streams = []
-    for n in range(1, args.readers + 1):
-        for t in ("verifiedring", "floor", "pipe", *_anchors()):
-            print(f"stream {t} x {n} readers ...", flush=True)
-            streams.append(_measure(stream, t, n, args.stream))
+    jobs: list[tuple[Callable[..., dict[str, Any]], str, tuple[Any, ...]]] = [
+        (stream, t, (n, args.stream))
+        for n in range(1, args.readers + 1) for t in ("verifiedring", "floor", "pipe", *_anchors())
+    ]
+    streams = _repeated(jobs, args, ("msgs_per_s",))
     for base in ("floor", *_anchors()):
         _ratios(streams, "msgs_per_s", base)
     return streams
@@ -380,7 +217,8 @@ def measure_streams(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     VLLM.update(anchors.status())
-    report: dict[str, Any] = {"machine": machine(), "vllm": dict(VLLM)}
+    report: dict[str, Any] = {"machine": machine(), "vllm": dict(VLLM), "seed": args.seed,
+                              "repeats": args.repeats}
     report["roundtrip"], report["stream"] = [], []
     if args.only_large:
         report["large"] = measure_large(args)
@@ -396,73 +234,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def plot(report: dict[str, Any], out: Path) -> list[Path]:
-    """The PNGs (matplotlib: ``pip install -e '.[bench]'``); none without it."""
-    try:
-        import matplotlib
-    except ImportError:
-        print("no plots: matplotlib is not installed (pip install -e '.[bench]')")
-        return []
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    made = []
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    one = [r for r in report["roundtrip"] if r["readers"] == 1]
-    for t in sorted({r["transport"] for r in one}):
-        pts = sorted((r["size"], r["p50_us"]) for r in one if r["transport"] == t)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=t)
-    ax.set(xscale="log", yscale="log", xlabel="payload (bytes)", ylabel="round trip p50 (µs)",
-           title="Round trip vs payload, 1 reader")
-    ax.legend()
-    made.append(out / "roundtrip_vs_size.png")
-    fig.savefig(made[-1], dpi=110, bbox_inches="tight")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for t in sorted({r["transport"] for r in report["stream"]}):
-        pts = sorted((r["readers"], r["msgs_per_s"]) for r in report["stream"]
-                     if r["transport"] == t)
-        ax.plot([p[0] for p in pts], [p[1] / 1000 for p in pts], marker="o", label=t)
-    ax.set(xlabel="readers", ylabel="thousand 1 KiB messages/s per reader",
-           title="Streaming throughput vs readers", xticks=[1, 2, 3])
-    ax.legend()
-    made.append(out / "throughput_vs_readers.png")
-    fig.savefig(made[-1], dpi=110, bbox_inches="tight")
-    large = report.get("large") or []
-    if large:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for ax, (n, key, label) in zip(axes, (
-            (1, "p50_us", "2 MiB object round trip p50 (µs)"),
-            (3, "gb_per_s_per_reader", "64 MiB object to 3 readers (GB/s per reader)"),
-        ), strict=True):
-            rows = [r for r in large if r["readers"] == n]
-            ax.bar([r["transport"] for r in rows], [r[key] for r in rows])
-            ax.set(ylabel=label, title=label.split(" (")[0])
-            ax.tick_params(axis="x", labelrotation=15)
-        made.append(out / "large_objects.png")
-        fig.savefig(made[-1], dpi=110, bbox_inches="tight")
-    idle = report.get("idle")
-    if idle:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for method, res in idle.items():
-            if not isinstance(res, dict):
-                continue
-            pts = sorted((float(g), statistics.median(xs)) for g, xs in res["late"].items())
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                    label=f"{method} (idle CPU {res['cpu']:.2f}%)")
-        ax.set(xscale="log", xlabel="idle gap (s)", ylabel="first message one-way p50 (µs)",
-               title="Wake-up after an idle gap")
-        ax.legend()
-        made.append(out / "idle_wakeup.png")
-        fig.savefig(made[-1], dpi=110, bbox_inches="tight")
-    plt.close("all")
-    return made
-
-
 def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = measure(args)
+    with WORKERS:
+        report = measure(args)
     (out / "bench.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out / 'bench.json'}")
     for r in report["roundtrip"]:
@@ -477,6 +253,8 @@ def main(args: argparse.Namespace) -> int:
               f"p50 {r['p50_us']:9.0f} us  {r['gb_per_s_per_reader']:5.2f} GB/s/reader  "
               f"x vllm-0.9.0 {r.get('ratio_to_vllm-0.9.0')}")
     if not args.no_plots:
+        from .plots import plot
+
         for p in plot(report, out):
             print(f"wrote {p}")
     return 0

@@ -1,0 +1,312 @@
+"""readme: the README's results table, written from the JSON of the last bench run.
+
+``python -m bench readme`` reads ``<results>/bench.json`` (:mod:`bench.report`),
+``<results>/per_op.json`` (:mod:`bench.per_op`) and ``<results>/idle.json`` (the idle
+bench: ``{"queues": {name: {"first_message_us": {gap: {"p50", "p90"}},
+"idle_cpu_percent": x}}, "c_futex_floor_us": {gap: {"p50", "p90"}}, "readers": n,
+"idle_window_s": [a, b]}``, :mod:`bench.idle_anchors`), each
+optional but ``bench.json``, and rewrites the lines between the README's
+``bench-results`` markers (the marker lines and everything outside them are kept
+verbatim). The first line says the machine and its load; then one row per figure
+of issue 20, columns what | verifiedring | vLLM 0.9 | vLLM 0.33 | floor | ratio |
+target, the target marked met or short. A row whose figures are not in the JSON is
+left out. "vLLM" in a ratio is the faster of the anchors in that row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+START = "<!-- bench-results:start"
+END = "<!-- bench-results:end"
+VR, V09, V033 = "verifiedring", "vllm-0.9.0", "vllm-0.33.0"
+ANCHORS = (V09, V033)
+HEADER = ["what", "verifiedring", "vLLM 0.9", "vLLM 0.33", "floor", "ratio", "target"]
+KIB = 1024
+Cells = list[str]
+#: The rows' order, by the start of their first cell: issue 20's rows, then the others.
+ORDER = ("1 KiB round trip, 1 reader", "1 KiB streamed, 1 reader", "1 KiB round trip, 2 / 3",
+         "CPU per enqueue", "first message after", "idle reader CPU", "2 MiB object",
+         "64 MiB object", "64 KiB / 1 MiB", "1 KiB streamed, 2 / 3", "remote reader")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", default="bench/results", help="directory of the JSON")
+    parser.add_argument("--readme", default="README.md", help="the file to rewrite")
+
+
+# --- figures as text ----------------------------------------------------------------
+
+
+def _sig3(x: float) -> str:
+    """Three significant figures, trailing zeros kept: ``4.78``, ``23.0``, ``222``."""
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
+
+
+def us(x: float) -> str:
+    """``24.6 µs``, ``122 µs``, ``1.07 ms``."""
+    return f"{_sig3(x / 1000)} ms" if x >= 1000 else f"{_sig3(x)} µs"
+
+
+def times(r: float) -> str:
+    """A ratio: ``0.26x``, ``2.4x``, ``12x``."""
+    return f"{r:.2f}x" if r < 1 else f"{r:.1f}x" if r < 10 else f"{r:.0f}x"
+
+
+def rate(x: float) -> str:
+    return f"{x / 1000:.0f}k msg/s"
+
+
+def gbs(x: float) -> str:
+    return f"{x:.2f} GB/s"
+
+
+def gap_label(gap: str) -> str:
+    """An idle gap in seconds as the row names it: ``10 ms``, ``0.1 s``, ``3 s``."""
+    g = float(gap)
+    return f"{g * 1000:g} ms" if g < 0.1 else f"{g:g} s"
+
+
+def joined(values: list[float | None], fmt: Callable[[float], str], unit: str = "") -> str:
+    """``a / b unit`` (the unit once, at the end); empty if any value is missing."""
+    if not values or any(v is None for v in values):
+        return ""
+    parts = [fmt(v) for v in values if v is not None]
+    if unit:
+        return " / ".join(p.removesuffix(unit) for p in parts) + unit
+    return " / ".join(parts)
+
+
+def target(label: str, ok: bool | None) -> str:
+    """``label: met`` / ``label: short``; ``label: no figure`` without one."""
+    return f"{label}: {'no figure' if ok is None else 'met' if ok else 'short'}"
+
+
+# --- lookups --------------------------------------------------------------------------
+
+
+def _find(rows: list[dict[str, Any]], transport: str, n: int, size: int | None = None
+          ) -> dict[str, Any] | None:
+    for r in rows:
+        if r["transport"] == transport and r["readers"] == n and r.get("size") == size:
+            return r
+    return None
+
+
+def _get(rows: list[dict[str, Any]], key: str, transport: str, n: int,
+         size: int | None = None) -> float | None:
+    row = _find(rows, transport, n, size)
+    return None if row is None else float(row[key])
+
+
+def _best(values: list[float | None], lower: bool) -> float | None:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return min(present) if lower else max(present)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def _met(r: float | None, bound: float, at_most: bool = True) -> bool | None:
+    return None if r is None else (r <= bound if at_most else r >= bound)
+
+
+# --- rows -------------------------------------------------------------------------------
+
+
+def roundtrip_rows(bench: dict[str, Any]) -> list[Cells]:
+    rows = bench.get("roundtrip") or []
+    out: list[Cells] = []
+
+    def p50(t: str, n: int = 1, size: int = KIB) -> float | None:
+        return _get(rows, "p50_us", t, n, size)
+
+    vr, anchors, floor = p50(VR), [p50(a) for a in ANCHORS], p50("floor")
+    if vr is not None:
+        to_v, to_f = _ratio(vr, _best(anchors, True)), _ratio(vr, floor)
+        ratio = ", ".join(f"{times(r)} {what}" for r, what in ((to_v, "vLLM"), (to_f, "floor"))
+                          if r is not None)
+        out.append(["1 KiB round trip, 1 reader (p50)", us(vr), *(us(a) if a else "" for a in
+                    anchors), us(floor) if floor else "", ratio,
+                    f"{target('<= 0.33x vLLM', _met(to_v, 0.33))}; "
+                    f"{target('<= 2.5x floor', _met(to_f, 2.5))}"])
+    vrs, floors = [p50(VR, n) for n in (2, 3)], [p50("floor", n) for n in (2, 3)]
+    if all(v is not None for v in vrs):
+        rs = [_ratio(v, f) for v, f in zip(vrs, floors, strict=True)]
+        ok = None if None in rs else all(_met(r, 2.5) for r in rs)
+        out.append(["1 KiB round trip, 2 / 3 readers (p50)", joined(vrs, us, " µs"),
+                    *(joined([p50(a, n) for n in (2, 3)], us, " µs") for a in ANCHORS),
+                    joined(floors, us, " µs"), joined(rs, times) + " floor" if ok is not None
+                    else "", target("<= 2.5x floor", ok)])
+    big = [p50(VR, 1, s) for s in (64 * KIB, KIB * KIB)]
+    if all(v is not None for v in big):
+        best = [_best([p50(a, 1, s) for a in ANCHORS], True) for s in (64 * KIB, KIB * KIB)]
+        rs = [_ratio(v, b) for v, b in zip(big, best, strict=True)]
+        out.append(["64 KiB / 1 MiB round trip, in the ring (p50)", joined(big, us, " µs"),
+                    *(joined([p50(a, 1, s) for s in (64 * KIB, KIB * KIB)], us, " µs")
+                      for a in ANCHORS),
+                    joined([p50("floor", 1, s) for s in (64 * KIB, KIB * KIB)], us, " µs"),
+                    joined(rs, times) + " vLLM" if None not in rs else "", ""])
+    remote = p50("verifiedring-remote")
+    if remote is not None:
+        out.append(["remote reader (CurveZMQ over loopback), 1 KiB round trip (p50)",
+                    us(remote), "", "", "", "", ""])
+    return out
+
+
+def stream_rows(bench: dict[str, Any]) -> list[Cells]:
+    rows = bench.get("stream") or []
+    out: list[Cells] = []
+
+    def mps(t: str, n: int) -> float | None:
+        return _get(rows, "msgs_per_s", t, n)
+
+    vr = mps(VR, 1)
+    if vr is not None:
+        anchors, floor = [mps(a, 1) for a in ANCHORS], mps("floor", 1)
+        to_v = _ratio(vr, _best(anchors, False))
+        out.append(["1 KiB streamed, 1 reader", rate(vr), *(rate(a) if a else "" for a in
+                    anchors), rate(floor) if floor else "",
+                    f"{times(to_v)} vLLM" if to_v is not None else "",
+                    target(">= 3x vLLM", _met(to_v, 3, at_most=False))])
+    more = [mps(VR, n) for n in (2, 3)]
+    if all(v is not None for v in more):
+        best = [_best([mps(a, n) for a in ANCHORS], False) for n in (2, 3)]
+        rs = [_ratio(v, b) for v, b in zip(more, best, strict=True)]
+        out.append(["1 KiB streamed, 2 / 3 readers", joined(more, rate, " msg/s"),
+                    *(joined([mps(a, n) for n in (2, 3)], rate, " msg/s") for a in ANCHORS),
+                    joined([mps("floor", n) for n in (2, 3)], rate, " msg/s"),
+                    joined(rs, times) + " vLLM" if None not in rs else "", ""])
+    return out
+
+
+def per_op_rows(per_op: dict[str, Any] | None) -> list[Cells]:
+    cpu = (per_op or {}).get("cpu_ns_per_pair") or {}
+    if VR not in cpu or "pickle" not in cpu:
+        return []
+    r = float(cpu[VR]["ratio_to_pickle"])
+    return [["CPU per enqueue + dequeue, writer and reader in one process (1 KiB)",
+             us(cpu[VR]["median_ns"] / 1000),
+             *(us(cpu[a]["median_ns"] / 1000) if a in cpu else "" for a in ANCHORS),
+             f"pickle alone: {us(cpu['pickle']['median_ns'] / 1000)}", f"{times(r)} pickle",
+             target("<= 3x pickle", _met(r, 3))]]
+
+
+def idle_rows(idle: dict[str, Any] | None) -> list[Cells]:
+    queues = (idle or {}).get("queues") or {}
+    if VR not in queues:
+        return []
+    futex = (idle or {}).get("c_futex_floor_us") or {}
+    first = queues[VR].get("first_message_us") or {}
+    gaps = sorted(first, key=float)
+    out: list[Cells] = []
+    if gaps:
+        def p50s(name: str) -> list[float | None]:
+            got = (queues.get(name) or {}).get("first_message_us") or {}
+            return [got[g]["p50"] if g in got else None for g in gaps]
+
+        floor = [futex[g]["p50"] if g in futex else None for g in gaps]
+        rs = [_ratio(v, f) for v, f in zip(p50s(VR), floor, strict=True)]
+        ok = None if None in rs else all(_met(r, 2) for r in rs)
+        readers = (idle or {}).get("readers", 2)
+        out.append([f"first message after {' / '.join(gap_label(g) for g in gaps)} idle, "
+                    f"{readers} readers (p50)", joined(p50s(VR), us, " µs"),
+                    *(joined(p50s(a), us, " µs") for a in ANCHORS),
+                    "C futex: " + joined(floor, us, " µs") if ok is not None else "",
+                    joined(rs, times) + " C futex" if ok is not None else "",
+                    target("<= 2x C futex", ok)])
+
+    def cpu(name: str) -> str:
+        x = (queues.get(name) or {}).get("idle_cpu_percent")
+        return "" if x is None else f"{x:.3g} % of a core"
+
+    x = queues[VR].get("idle_cpu_percent")
+    window = (idle or {}).get("idle_window_s")
+    when = f", {window[0]:g}-{window[1]:g} s after the last message" if window else ""
+    if x is not None:
+        out.append([f"idle reader CPU{when}", cpu(VR),
+                    *(cpu(a) for a in ANCHORS), "", "", target("<= 0.01 %", _met(x, 0.01))])
+    return out
+
+
+def large_rows(bench: dict[str, Any], per_op: dict[str, Any] | None) -> list[Cells]:
+    rows = bench.get("large") or []
+    out: list[Cells] = []
+    two = 2 * KIB * KIB
+    vr = _get(rows, "p50_us", "verifiedring-stream", 1, two)
+    if vr is not None:
+        anchors = [_get(rows, "p50_us", a, 1, two) for a in ANCHORS]
+        to_v = _ratio(vr, _best(anchors, True))
+        out.append(["2 MiB object (bytes in a tuple) round trip, 1 MiB chunks, streamed (p50)",
+                    us(vr), *(us(a) if a else "" for a in anchors), "",
+                    f"{times(to_v)} vLLM" if to_v is not None else "",
+                    target("<= 0.09x vLLM", _met(to_v, 0.09))])
+    big = 64 * KIB * KIB
+    vr = _get(rows, "gb_per_s_per_reader", "verifiedring-stream", 3, big)
+    if vr is not None:
+        anchors = [_get(rows, "gb_per_s_per_reader", a, 3, big) for a in ANCHORS]
+        memcpy = (per_op or {}).get("memcpy_gb_per_s")
+        to_m, to_v = _ratio(vr, memcpy), _ratio(vr, _best(anchors, False))
+        ratio = ", ".join(f"{times(r)} {what}" for r, what in ((to_m, "memcpy"), (to_v, "vLLM"))
+                          if r is not None)
+        out.append(["64 MiB object to 3 readers, 1 MiB chunks, streamed (per reader)", gbs(vr),
+                    *(gbs(a) if a else "" for a in anchors),
+                    f"memcpy: {gbs(memcpy)}" if memcpy else "", ratio,
+                    target(">= 2 GB/s per reader", _met(vr, 2, at_most=False))])
+    return out
+
+
+def machine_line(bench: dict[str, Any]) -> str:
+    m = bench.get("machine") or {}
+    line = (f"Measured on {m.get('cpu', '?')}, {m.get('cores', '?')} cores, kernel "
+            f"{m.get('kernel', '?')}, Python {m.get('python', '?')}; load "
+            f"{float(m.get('load_1min', 0)):.1f} at the start")
+    if "repeats" in bench:
+        line += (f"; round trips and streams: medians of {bench['repeats']} shuffled reps "
+                 f"(seed {bench.get('seed')})")
+    missing = [n for n, s in (bench.get("vllm") or {}).items() if s != "loaded"]
+    return line + (f"; not loaded: {', '.join(missing)}" if missing else "") + "."
+
+
+def render(bench: dict[str, Any], per_op: dict[str, Any] | None,
+           idle: dict[str, Any] | None) -> list[str]:
+    """The lines between the markers: the machine line, a blank line, the table."""
+    rows = [*roundtrip_rows(bench), *stream_rows(bench), *per_op_rows(per_op),
+            *idle_rows(idle), *large_rows(bench, per_op)]
+    rows.sort(key=lambda r: next(i for i, p in enumerate(ORDER) if r[0].startswith(p)))
+    table = [HEADER, ["---"] * len(HEADER), *rows]
+    return [machine_line(bench), "", *("| " + " | ".join(r) + " |" for r in table)]
+
+
+def rewrite(text: str, lines: list[str]) -> str:
+    """``text`` with the lines strictly between its one start and one end marker line
+    replaced by ``lines``; everything else unchanged."""
+    old = text.split("\n")
+    starts = [i for i, ln in enumerate(old) if ln.startswith(START)]
+    ends = [i for i, ln in enumerate(old) if ln.startswith(END)]
+    if not (len(starts) == 1 and len(ends) == 1 and starts[0] < ends[0]):
+        raise ValueError(f"want one {START} line before one {END} line: {starts}, {ends}")
+    return "\n".join([*old[: starts[0] + 1], *lines, *old[ends[0]:]])
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def main(args: argparse.Namespace) -> int:
+    results, readme = Path(args.results), Path(args.readme)
+    bench = _load(results / "bench.json")
+    if bench is None:
+        print(f"no {results / 'bench.json'}: run python -m bench report first")
+        return 1
+    lines = render(bench, _load(results / "per_op.json"), _load(results / "idle.json"))
+    readme.write_text(rewrite(readme.read_text(), lines))
+    print(f"wrote {len(lines)} lines into {readme}")
+    return 0
