@@ -288,6 +288,35 @@ def test_shutdown_wakes_a_reader_in_a_long_block(monkeypatch: pytest.MonkeyPatch
     r.close()
 
 
+def test_a_reader_woken_by_shutdown_looks_at_its_socket_before_it_blocks_again() -> None:
+    """The writer's close sends SHUTDOWN, then wakes the reader (wake_all) moments after
+    the reader's last look at its socket. The woken reader's re-check looks again however
+    recent that look (ReaderWake.tla): ClosedError now. Before, its timed look was not
+    due yet, and it blocked again for its whole first block (here 30 s)."""
+    g = Group(1, 0)
+    r = g.readers[0]
+    r._cursor.max_block = r._cursor.max_idle_block = 30.0
+    assert r._writer_watch is not None
+    r._writer_watch.close()  # so that only the wake after SHUTDOWN can end the block
+    r._writer_watch = None
+    outcome: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            r.dequeue()
+        except ClosedError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    wait_blocked(t, T)  # in its first block, right after its first look
+    g.writer.close()
+    t.join(5.0)  # a sixth of its block
+    assert not t.is_alive(), "blocked again after the wake: SHUTDOWN not looked at"
+    assert len(outcome) == 1 and isinstance(outcome[0], ClosedError)
+    r.close()
+
+
 def test_close_idempotent_and_only_creator_unlinks() -> None:
     g = Group(1, 0)
     name = g.handle.buffer_handle.name  # type: ignore[union-attr]

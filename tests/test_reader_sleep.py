@@ -31,6 +31,7 @@ from verifiedring.steps import (
     READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
     READER_RELEASE,
+    WRITER_CHECK_SLEEP,
     WRITER_PUBLISH,
 )
 from verifiedring.testing import wait_blocked
@@ -210,6 +211,37 @@ def test_a_blocked_reader_is_woken_by_each_publish(pair_factory: Callable[..., P
     late = [round(s, 3) for _, s in p.got]
     assert all(s < LATE for s in late), f"seconds from publish to read: {late}"
     assert _asleep(p) == 0
+
+
+def test_a_signal_in_the_wake_up_still_wakes_the_reader(pair_factory: Callable[..., Pair]) -> None:
+    """SIGINT reaches the writer (main thread) in its wake-up, right before it copies the
+    sleep words (ReaderWake.tla: WriterInterruptedInWake): KeyboardInterrupt leaves the
+    write, the message is published, and the blocked reader is woken for it at once.
+    Before, nothing woke it: it read the message when its block's bound ran out."""
+    def interrupt() -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at this call's return, in the hook
+
+    writer_hooks = Hooks({WRITER_CHECK_SLEEP: interrupt})
+    p = pair_factory(writer_hooks=writer_hooks)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        t = p.read_in_thread(2)
+        wait_blocked(t, HOLD)
+        assert _asleep(p) == 1
+        with pytest.raises(KeyboardInterrupt):
+            p.write(b"one")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert writer_hooks.actions[-2:] == [WRITER_PUBLISH, WRITER_CHECK_SLEEP]
+    deadline = time.monotonic() + LATE
+    while not p.got and time.monotonic() < deadline:  # the reader's own record of "one"
+        time.sleep(0.001)
+    assert p.got, f"'one' not read {LATE} s after its publish: the interrupt lost the wake"
+    p.write(b"two")
+    p.join(t)
+    assert [g for g, _ in p.got] == [b"one", b"two"]
+    late = [round(s, 3) for _, s in p.got]
+    assert late[0] < LATE, f"read {late[0]} s after the publish: the interrupt lost the wake"
 
 
 def test_the_writer_pays_no_syscall_while_no_reader_sleeps(

@@ -21,7 +21,9 @@ SRC = ROOT / "src" / "verifiedring"
 RING_SPEC = ROOT / "spec" / "RingBuffer.tla"
 QUEUE_SPEC = ROOT / "spec" / "MessageQueue.tla"
 SLEEP_SPEC = ROOT / "spec" / "ReaderSleep.tla"
+WAKE_SPEC = ROOT / "spec" / "ReaderWake.tla"
 RING_CODE = [SRC / "cursors.py"]
+WAKE_CODE = [SRC / "cursors.py", SRC / "cursor_base.py"]
 QUEUE_CODE = sorted((SRC / "queue").rglob("*.py"))
 
 
@@ -71,6 +73,10 @@ def machine_rules(test_file: str, machine: str) -> tuple[set[str], dict[str, tup
 RING = (RING_SPEC, steps.ALL_STEPS, RING_CODE)
 SLEEP = (SLEEP_SPEC, steps.SLEEP_STEPS, RING_CODE)
 QUEUE = (QUEUE_SPEC, steps.QUEUE_STEPS, QUEUE_CODE)
+WAKE = (WAKE_SPEC, steps.WAKE_STEPS, WAKE_CODE)
+#: ReaderWake.tla's steps that are other models' (ReaderSleep's release; the queue's
+#: SHUTDOWN; the queue's raise at SHUTDOWN, BROKEN or cancel, seen and then leaving).
+WAKE_ELSEWHERE = {"ReaderReleaseW", "WriterShutdown", "ReaderSeeStop", "ReaderLeave"}
 #: ReaderSleep.tla's steps that are no code's: a store buffer draining (relaxed memory).
 SLEEP_MEMORY_STEPS = {"WriterFlush", "ReaderFlush"}
 #: ... and the ring steps it abstracts (their code sites are RingBuffer.tla's).
@@ -98,6 +104,17 @@ def test_sleep_steps_match_the_sleep_spec() -> None:
     assert not set(steps.SLEEP_STEPS) & set(steps.ALL_STEPS)
 
 
+def test_wake_steps_match_the_wake_spec() -> None:
+    actions = protocol_actions(WAKE_SPEC.read_text(), "WakeNext")
+    assert "WriterShutdown" in steps.QUEUE_STEPS
+    own = actions - WAKE_ELSEWHERE
+    assert set(steps.WAKE_STEPS) == own, (
+        f"only in steps.py: {sorted(set(steps.WAKE_STEPS) - own)}; "
+        f"only in the spec: {sorted(own - set(steps.WAKE_STEPS))}"
+    )
+    assert not set(steps.WAKE_STEPS) & (set(steps.ALL_STEPS) | set(steps.SLEEP_STEPS))
+
+
 def test_steps_are_unique_and_split_by_actor() -> None:
     assert len(set(steps.ALL_STEPS)) == len(steps.ALL_STEPS)
     assert len(set(steps.QUEUE_STEPS)) == len(steps.QUEUE_STEPS)
@@ -107,7 +124,7 @@ def test_steps_are_unique_and_split_by_actor() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "names", "code"), [RING, SLEEP, QUEUE], ids=["ring", "sleep", "queue"]
+    ("spec", "names", "code"), [RING, SLEEP, QUEUE, WAKE], ids=["ring", "sleep", "queue", "wake"]
 )
 def test_every_step_has_exactly_one_code_site(
     spec: Path, names: tuple[str, ...], code: list[Path]
@@ -115,7 +132,10 @@ def test_every_step_has_exactly_one_code_site(
     sites = spec_sites(code)
     missing = set(names) - set(sites)
     assert not missing, f"no `# spec:` site for {sorted(missing)}"
-    known = {n for _, more, where in (RING, SLEEP, QUEUE) if where == code for n in more}
+    known = {
+        n for _, more, where in (RING, SLEEP, QUEUE, WAKE) if set(where) & set(code)
+        for n in more
+    }
     unknown = set(sites) - known
     assert not unknown, f"`# spec:` names not in steps.py: {sorted(unknown)}"
     repeated = {n: c for n, c in sites.items() if c > 1}

@@ -8,6 +8,7 @@ timeout). No flag is stored here: every step and fence is :mod:`.cursors`'s.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .errors import ClosedError, MisuseError, RingTimeoutError
@@ -104,12 +105,14 @@ class WriterSide(Cursor):
         return True
 
     def wake_all(self) -> None:
-        """Clear every reader's sleep word, then wake it: a blocked reader runs and
-        re-checks, a wait about to block returns (a spurious wake at most). Not a
-        ReaderSleep.tla step: no message depends on it (see spec/README.md)."""
+        """For each reader in order, clear its sleep word, then wake it: a blocked
+        reader runs and re-checks, a wait about to block returns (``spec/ReaderWake.tla``:
+        after SHUTDOWN or BROKEN is sent, and when the wake-up after a publish raised)."""
         words = self._sleep_words
         for r, address in enumerate(self._sleep_addresses):
-            words[r] = 0  # before the wake, as WriterClearSleep: a later wait returns
+            # spec: WriterWakeAllClear -- before the wake, as WriterClearSleep
+            words[r] = 0
+            # spec: WriterWakeAllWake
             futex_wake(address)
 
     def __init__(
@@ -162,14 +165,20 @@ class ReaderSide(Cursor):
     _own: int  # its read flag's position in a chunk's flag block
     _address: int  # its sleep word's address (0: it never blocks on the futex)
 
-    def cut_sleep(self) -> None:
-        """End this reader's block now, from another thread (``shutdown()``): a
-        ReaderBlock ending early, as its timeout ends it (the reader re-checks and ends
-        its sleep as after a timeout). The word is cleared before the wake, as the
-        writer's WriterClearSleep does, so a cut landing between the re-check and the
-        block ends it too: the futex waits only while the word is 1."""
+    def cut_sleep(self, stop: Callable[[], None] | None = None) -> None:
+        """End this reader's block now, from another thread (``shutdown()``, the writer
+        watch, vLLM's ``cancel``): first ``stop()`` stores what the woken reader is to
+        see, then the word is cleared, then it is woken (``spec/ReaderWake.tla``). The
+        reader re-checks as after a timeout and sees what ``stop`` stored; the clear
+        before the wake makes a cut landing between the re-check and the block end it
+        too (the futex waits only while the word is 1)."""
+        # spec: CutterSetStop
+        if stop is not None:
+            stop()
         if self._address:
+            # spec: CutterClearSleep
             self._sleep_words[self.reader] = 0
+            # spec: CutterWake
             futex_wake(self._address)
 
     def _describe_wait(self) -> str:

@@ -43,15 +43,15 @@ flags, the writer stores ``written`` then loads the words, each with a full
 fence between (FS1, FS2). So either the reader's re-check sees the message or
 the writer sees the word and wakes it; the futex blocks only while the word is
 still 1, so a wake between the re-check and the block is not lost (TLC:
-``NoLostWakeupInv``, ``EveryMessageReadProp`` with no timeout action).
+``NoLostWakeupInv``, ``EveryMessageReadProp`` with no timeout action). An exception
+in the wake-up wakes every reader (``spec/ReaderWake.tla``).
 
 The reader loads its own flag before ``written``: in the other order a stale
 ``written == 1`` from the chunk's previous lap, then a flag just cleared by
 the writer, lets a reader consume a chunk before ``WriterPublish`` (TLC:
 ``PublishedBeforeReadInv``). The writer's read-flag loads are safe one at a
-time because a read flag only goes 0 -> 1 while the writer waits. The
-invariants TLC checks for exactly these steps are listed, with the models
-and their bounds, in ``spec/README.md``.
+time because a read flag only goes 0 -> 1 while the writer waits. The invariants
+TLC checks for these steps, with models and bounds: ``spec/README.md``.
 """
 
 from __future__ import annotations
@@ -195,8 +195,8 @@ class WriterCursor(WriterSide):
             obs.after_step(WRITER_ACTOR, WRITER_ABORT, i, None)
 
     def publish(self) -> None:
-        """Publish the filled chunk to every reader, then wake the sleeping ones.
-        Interrupted at its start, the chunk stays held (publish again)."""
+        """Publish the filled chunk to every reader, then wake the sleeping ones (all of
+        them, if the wake-up raises). Interrupted at its start, the chunk stays held."""
         i = self.index
         obs = self.observer
         self._holding = False
@@ -217,13 +217,17 @@ class WriterCursor(WriterSide):
             obs.before_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
         flags[WRITTEN_POSITION] = 1
         self.index = (i + 1) % self._max_chunks
-        if obs is not None:
-            obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
-        self.wake_sleepers(i)
+        try:  # no call between the store and here: CPython delivers no exception there
+            if obs is not None:
+                obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
+            self.wake_sleepers(i)
+        except BaseException:
+            # spec: WriterInterruptedInWake -- e.g. a signal: no reader sleeps on with it out
+            self.wake_all()
+            raise
 
     def wake_sleepers(self, chunk: int) -> None:
         """Right after WriterPublish of ``chunk``: wake every reader whose sleep word is 1.
-
         While no reader sleeps this costs one fence and one compare."""
         fence()  # FS2: WriterPublish's store before the sleep-word loads (store -> load)
         obs = self.observer
@@ -279,9 +283,8 @@ class ReaderCursor(ReaderSide):
         self.max_idle_block = MAX_IDLE_BLOCK
         #: What this reader's waits block in (pass it to ``wait_for``): itself, where
         #: the futex is available and ``wake_on_publish``; else ``None`` (doubling sleep).
-        self.sleeper: Sleeper | None = (
-            self if wake_on_publish and SLEEP_KIND == "futex" else None
-        )
+        futex = wake_on_publish and SLEEP_KIND == "futex"
+        self.sleeper: Sleeper | None = self if futex else None
         self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
 
     def acquire_read(self, timeout: float | None = None) -> ReaderCursor:
@@ -387,9 +390,8 @@ class ReaderCursor(ReaderSide):
             fence()  # FR2: payload loads before the release store
         finally:
             # spec: ReaderRelease -- also when the body raised, and when an asynchronous
-            # exception (KeyboardInterrupt) is delivered at the fence call, which
-            # CPython 3.11+ does once the call has returned; no call stands between
-            # the store and the index update, so nothing can land between them.
+            # exception (KeyboardInterrupt) is delivered at the fence call's return; no
+            # call stands between the store and the index update: nothing lands there.
             if obs is not None:
                 obs.before_step(self.actor, READER_RELEASE, i, None)
             self._flags[i][self._own] = 1

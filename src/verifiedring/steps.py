@@ -75,6 +75,24 @@ SLEEP_STEPS: Final = (
     WRITER_WAKE,
 )
 
+# The idle reader's other wake sources (``spec/ReaderWake.tla``; code sites in
+# ``cursor_base.py`` and ``cursors.py``): no observer sees them.
+CUTTER_SET_STOP: Final = "CutterSetStop"  # cut_sleep's caller stores what the reader sees
+CUTTER_CLEAR_SLEEP: Final = "CutterClearSleep"  # cut_sleep: the reader's word = 0
+CUTTER_WAKE: Final = "CutterWake"  # cut_sleep: futex wake on it
+WRITER_WAKE_ALL_CLEAR: Final = "WriterWakeAllClear"  # wake_all: reader r's word = 0
+WRITER_WAKE_ALL_WAKE: Final = "WriterWakeAllWake"  # wake_all: futex wake on it
+WRITER_INTERRUPTED_IN_WAKE: Final = "WriterInterruptedInWake"  # publish's handler: wake_all
+
+WAKE_STEPS: Final = (
+    CUTTER_SET_STOP,
+    CUTTER_CLEAR_SLEEP,
+    CUTTER_WAKE,
+    WRITER_WAKE_ALL_CLEAR,
+    WRITER_WAKE_ALL_WAKE,
+    WRITER_INTERRUPTED_IN_WAKE,
+)
+
 WRITER_ACTOR: Final = "writer"
 
 

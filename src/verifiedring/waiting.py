@@ -268,19 +268,20 @@ class _BlockCaps:
 def _block(
     caps: _BlockCaps,
     poll: Callable[[], bool],
+    recheck: Callable[[], bool],
     log: StallLog,
     now: float,
     at: float | None,
     next_watch: float | None,
 ) -> bool:
-    """One block in ``caps.sleeper``, bounded by :func:`block_seconds` (the next stall log
-    line, the cap, the deadline ``at``) and the next watch; then whether ``poll()`` is
-    true."""
+    """One block in ``caps.sleeper`` (``recheck`` its re-check), bounded by
+    :func:`block_seconds` (the next stall log line, the cap, the deadline ``at``) and the
+    next watch; then whether ``poll()`` is true."""
     cap = caps.cap
     if next_watch is not None:
         cap = min(cap, next_watch - now)
     bound = block_seconds(now, at, log.next_at(), cap)
-    if caps.sleeper.sleep(poll, bound) or poll():
+    if caps.sleeper.sleep(recheck, bound) or poll():
         return True
     caps.after(bound, _monotonic() - now)
     return False
@@ -299,6 +300,7 @@ def wait_for(
     on_timeout: Callable[[float], Exception],
     watch: Callable[[], None] | None = None,
     sleeper: Sleeper | None = None,
+    recheck: Callable[[], bool] | None = None,
 ) -> None:  # pragma: no mutate block (testing.blocked finds a wait by its code)
     """Return as soon as ``poll()`` is true; call it after a poll that failed.
 
@@ -306,7 +308,8 @@ def wait_for(
     its first spin (the common hand-off never builds one). With a ``sleeper``,
     the wait blocks in ``sleeper.sleep`` after its spin, each block bounded by
     the deadline, the next stall log line, the next watch and its cap
-    (:class:`_BlockCaps`: ``max_block``, then doubling up to ``max_idle_block``).
+    (:class:`_BlockCaps`: ``max_block``, then doubling up to ``max_idle_block``);
+    the re-check before each block is ``recheck()`` (default ``poll()``).
     """
     if _expired(deadline, _monotonic()):
         raise on_timeout(deadline.elapsed())
@@ -332,7 +335,10 @@ def wait_for(
         if now - start < spin:
             done = _spin_batch(poll)  # no clock read between these polls
         elif caps is not None:
-            done = _block(caps, poll, log, now, at, next_watch if watch is not None else None)
+            done = _block(
+                caps, poll, poll if recheck is None else recheck, log, now, at,
+                next_watch if watch is not None else None,
+            )
         else:
             done = _nap(poll, sleep, now, at)
             sleep = min(sleep * 2, MAX_SLEEP)

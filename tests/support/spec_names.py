@@ -36,23 +36,23 @@ def tla_definitions(tla: str) -> dict[str, str]:
     return bodies
 
 
-def protocol_actions(tla: str) -> set[str]:
-    """The actions of ``Next``: definitions reachable from it that assign a primed
-    variable themselves and are not part of another such definition (a helper like
-    ``Publish(S, f)``). Composites (``Writer``, ``Reader(r)``), ``Done`` (pure
+def protocol_actions(tla: str, next_name: str = "Next") -> set[str]:
+    """The actions of ``Next`` (or ``next_name``): definitions reachable from it that
+    assign a primed variable themselves and are not part of another such definition
+    (a helper like ``Publish(S, f)``). Composites (``Writer``, ``Reader(r)``), ``Done`` (pure
     stutter), invariants, properties and helpers are not protocol actions."""
     defs = tla_definitions(tla)
-    if "Next" not in defs:
-        raise AssertionError("the spec defines no Next")
+    if next_name not in defs:
+        raise AssertionError(f"the spec defines no {next_name}")
     seen: set[str] = set()
-    todo = ["Next"]
+    todo = [next_name]
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
         todo += [i for i in _IDENT.findall(defs[name]) if i in defs and i not in seen]
-    assigning = {n for n in seen if n != "Next" and _PRIMED.search(defs[n])}
+    assigning = {n for n in seen if n != next_name and _PRIMED.search(defs[n])}
     parts = {i for n in assigning for i in _IDENT.findall(defs[n]) if i in assigning and i != n}
     return assigning - parts
 

@@ -184,10 +184,9 @@ class LocalReader(OverflowReader, QueueReader):
         return chunk[wire.HEADER_BYTES :].toreadonly()
 
     def shutdown(self) -> None:
-        super().shutdown()
-        # A dequeue blocked in another thread re-checks now and raises CancelledError:
-        # its ReaderBlock ends early, as a timeout ends it (no spec step of its own).
-        self._cursor.cut_sleep()
+        # A dequeue blocked in another thread re-checks now and raises CancelledError
+        # (ReaderWake.tla: CutterSetStop stores shutting_down, then the cut).
+        self._cursor.cut_sleep(super().shutdown)
 
     def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
         """A dequeue after one left unfinished: the pending frame, or the run's rest."""
@@ -204,7 +203,7 @@ class LocalReader(OverflowReader, QueueReader):
         if not self._ring_or_shutdown():
             wait_for(
                 self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout,
-                sleeper=self._cursor.sleeper,
+                sleeper=self._cursor.sleeper, recheck=self._recheck_ring,
             )
 
     # --- runs -------------------------------------------------------------------------

@@ -92,14 +92,11 @@ class WriterWatch:
                 return
             if self._events in ready:
                 self._events.recv_multipart()  # the event's frames: which, and where
-                on_lost = self._on_lost()
-                if on_lost is None:
-                    return  # the reader is gone
-                on_lost()  # what the woken reader is to look at, before the cut
+                on_lost = self._on_lost()  # held: the reader stays alive through the cut
+                if on_lost is None or self._events.closed:
+                    return  # the reader is gone, or was dropped and closed the watch
+                self._cursor.cut_sleep(on_lost)  # what the woken reader looks at, first
                 del on_lost
-                if self._events.closed:  # the reader was dropped and closed the watch
-                    return
-                self._cursor.cut_sleep()
 
     def holds(self) -> bool:
         """Whether the thread runs; if not (a child forked since it started), the

@@ -164,6 +164,13 @@ class OverflowReader:
             self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
         return False
 
+    def _recheck_ring(self) -> bool:
+        """The re-check before a block: :meth:`_ring_or_shutdown` with a look at the
+        socket however recent the last one, so a SHUTDOWN or BROKEN sent before the
+        writer's wake_all is seen before the reader blocks again (ReaderWake.tla)."""
+        self._look_now()
+        return self._ring_or_shutdown()
+
     def _look_now(self) -> None:
         """The next poll drains the socket (and watches the writer), however recent the
         last look (the writer watch's ``on_lost``, from its thread)."""
