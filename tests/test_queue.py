@@ -250,6 +250,21 @@ def test_shutdown_unblocks_blocked_readers(
         r.dequeue(timeout=0)
 
 
+def _dequeue_until_closed(r: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """A thread in ``r.dequeue()`` with no timeout, and where its ClosedError lands."""
+    outcome: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            r.dequeue()
+        except ClosedError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=blocked)
+    t.start()
+    return t, outcome
+
+
 def test_shutdown_wakes_a_reader_in_a_long_block(monkeypatch: pytest.MonkeyPatch) -> None:
     """A local reader idle long enough that its block is seconds long (0.1, 0.2, ... 3.2)
     is told of SHUTDOWN (the writer's close) at once: the writer wakes it after sending
@@ -268,16 +283,7 @@ def test_shutdown_wakes_a_reader_in_a_long_block(monkeypatch: pytest.MonkeyPatch
         futex_wait(address, expected, timeout)
 
     monkeypatch.setattr(cursors_module, "futex_wait", counting)
-    outcome: list[BaseException] = []
-
-    def blocked() -> None:
-        try:
-            r.dequeue()
-        except ClosedError as exc:
-            outcome.append(exc)
-
-    t = threading.Thread(target=blocked)
-    t.start()
+    t, outcome = _dequeue_until_closed(r)
     assert began.wait(T), blocks
     wait_blocked(t, T)
     g.writer.close()
@@ -299,16 +305,7 @@ def test_a_reader_woken_by_shutdown_looks_at_its_socket_before_it_blocks_again()
     assert r._writer_watch is not None
     r._writer_watch.close()  # so that only the wake after SHUTDOWN can end the block
     r._writer_watch = None
-    outcome: list[BaseException] = []
-
-    def blocked() -> None:
-        try:
-            r.dequeue()
-        except ClosedError as exc:
-            outcome.append(exc)
-
-    t = threading.Thread(target=blocked)
-    t.start()
+    t, outcome = _dequeue_until_closed(r)
     wait_blocked(t, T)  # in its first block, right after its first look
     g.writer.close()
     t.join(5.0)  # a sixth of its block
