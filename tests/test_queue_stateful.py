@@ -449,7 +449,8 @@ def _check_floors(name: str, fired: Counter[str], floors: dict[str, int]) -> Non
 #: QUEUE_STEPS are fired by tests made for them: WriterSendFails
 #: (test_queue_failures: a send that fails after its publish breaks the writer for
 #: good; the machine would end there) and ReaderStash (test_queue_trace: a frame that
-#: arrives between a failed ring poll and the socket check needs a second process).
+#: arrives between a failed ring poll and the socket check needs a second process);
+#: test_overflow_steps' step machine floors both.
 FLOORS = {
     "WriterHandshake": 30, "ReaderSubscribe": 60, "ReaderAwaitReady": 60,
     "WriterPublishChunk": 60, "WriterSendLocalFrame": 20, "WriterSendRemoteFrame": 60,

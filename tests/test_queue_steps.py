@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.step_machine import READER, StepActors
 from support.unpicklable import FailsToLoad, Unpicklable
 from test_queue_stateful import _check_floors, _settings
 
@@ -38,7 +39,6 @@ from verifiedring.steps import (
     WRITER_ACTOR,
     WRITER_PUBLISH_CHUNK,
     WRITER_PUBLISH_RUN_CHUNK,
-    reader_actor,
 )
 from verifiedring.testing.scheduler import HANDOFF_TIMEOUT, IDLE, Ended, PollSeen, Scheduler
 
@@ -46,7 +46,6 @@ pytestmark = pytest.mark.xdist_group("queue-machines")
 
 CHUNK = 64 * 1024
 MAX_CHUNKS = 3
-READER = reader_actor(0)
 #: The writer's steps that publish a ring chunk; the reader's that take or release one.
 PUBLISHES = (WRITER_PUBLISH_CHUNK, WRITER_PUBLISH_RUN_CHUNK, WRITER_ABORT_RUN)
 TAKES = (READER_TAKE_CHUNK, READER_READ_RUN_CHUNK)
@@ -64,7 +63,7 @@ def encoded(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=5)
 
 
-class RunStepMachine(RuleBasedStateMachine):
+class RunStepMachine(StepActors, RuleBasedStateMachine):
     """Rules with spec names grant that step to the actor parked at it."""
 
     #: Each rule's spec action (the rule fires exactly it). tests/test_step_names.py
@@ -106,15 +105,7 @@ class RunStepMachine(RuleBasedStateMachine):
         for actor in (WRITER_ACTOR, READER):
             self._check(sched.settle(actor))
 
-    def _call(self, actor: str) -> None:
-        job = self.sched.idle(actor)
-        assert callable(job)
-        job()
-
     # -- the ring, as the two ends' steps left it --------------------------------------
-
-    def _ended(self, actor: str) -> list[Ended]:
-        return self.sched.actors[actor].ended
 
     def published(self) -> int:
         return sum(e.action in PUBLISHES for e in self._ended(WRITER_ACTOR))
@@ -138,15 +129,7 @@ class RunStepMachine(RuleBasedStateMachine):
     def _blocked(self, actor: str) -> Callable[[], bool]:
         return self.writer_blocked if actor == WRITER_ACTOR else self.reader_blocked
 
-    def at(self, actor: str, action: str) -> bool:
-        return action in self.sched.actors[actor].pending
-
     # -- granting ----------------------------------------------------------------------
-
-    def _check(self, problem: str | None) -> None:
-        if problem is not None:
-            raise AssertionError(f"{problem}; writer's steps {self._ended(WRITER_ACTOR)[-6:]}, "
-                                 f"reader's {self._ended(READER)[-6:]}")
 
     def _grant(self, actor: str, action: str, data: object = None) -> None:
         self._check(self.sched.grant(actor, action, data, blocked=self._blocked(actor)))

@@ -35,6 +35,7 @@ __all__ = [
     "hold_local_frames",
     "interrupt_writer_wait",
     "local_frames",
+    "look_at_socket_next",
     "reader_cursor",
     "reader_socket",
     "ring_chunk",
@@ -197,6 +198,12 @@ def replace_reader_cursor(reader: MessageQueue, cursor: Any) -> Iterator[None]:
         yield
     finally:
         r._cursor = real
+
+
+def look_at_socket_next(reader: MessageQueue) -> None:
+    """A local reader waiting on the ring drains its socket at its next failed poll,
+    however recent its last look (as its writer watch makes it when the writer is lost)."""
+    _local_reader(reader)._look_now()
 
 
 def writer_run(writer: MessageQueue) -> Any:

@@ -115,11 +115,7 @@ class OverflowReader:
                     f"overflow frame seq {pending} on the local socket (its chunk is released)",
                 )
             except RingTimeoutError:
-                # spec: ReaderTimeout -- _pending stays set, so the retry returns this
-                # same object (the known trap cannot happen)
-                if obs is not None:
-                    obs.begin(self._actor)
-                    obs.end(self._actor, READER_TIMEOUT, pending)
+                self._timed_out(pending)
                 raise
             if self._note_broken(frames):
                 self._tell()
@@ -142,6 +138,15 @@ class OverflowReader:
         finally:
             if obs is not None:
                 obs.end(self._actor, READER_RECV_FRAME, seq, got)
+
+    def _timed_out(self, pending: int) -> None:
+        """The frame wait of marker ``pending`` ran out; the marker stays pending."""
+        obs = self._observer
+        if obs is not None:
+            # spec: ReaderTimeout -- _pending stays set, so the retry returns this
+            # same object (the known trap cannot happen)
+            obs.begin(self._actor)
+            obs.end(self._actor, READER_TIMEOUT, pending)
 
     def _ring_or_shutdown(self) -> bool:
         """The ring's next chunk is ready; every ``SLICE`` also drain the socket
@@ -193,19 +198,30 @@ class OverflowReader:
             if self._note_broken(frames):
                 continue
             kind, seq = self._parse_header(frames[0])[:2]
-            obs = self._observer
-            if obs is not None:
-                obs.begin(self._actor)
             if kind == wire.SHUTDOWN:
-                # spec: ReaderSeeShutdown
-                self._shutdown_total = seq
-                if obs is not None:
-                    obs.end(self._actor, READER_SEE_SHUTDOWN, seq)
+                self._note_shutdown(seq)
             else:
-                # spec: ReaderStash -- the frame of a marker published since the last look
-                self._stash.append(frames)
-                if obs is not None:
-                    obs.end(self._actor, READER_STASH, seq)
+                self._keep(frames, seq)
+
+    def _note_shutdown(self, total: int) -> None:
+        """SHUTDOWN(``total``) drained from the socket: its total is noted."""
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
+        # spec: ReaderSeeShutdown
+        self._shutdown_total = total
+        if obs is not None:
+            obs.end(self._actor, READER_SEE_SHUTDOWN, total)
+
+    def _keep(self, frames: list[zmq.Frame], seq: int) -> None:
+        """Message ``seq``'s frame, drained from the socket: stashed, in arrival order."""
+        obs = self._observer
+        if obs is not None:
+            obs.begin(self._actor)
+        # spec: ReaderStash -- the frame of a marker published since the last look
+        self._stash.append(frames)
+        if obs is not None:
+            obs.end(self._actor, READER_STASH, seq)
 
     def _note_broken(self, frames: list[zmq.Frame]) -> bool:
         """Whether ``frames`` is the writer's BROKEN; noted if so."""
