@@ -23,7 +23,6 @@ from the ring and released its chunk). The writer's ring is full exactly when
 
 from __future__ import annotations
 
-import os
 import pickle
 import threading
 import time
@@ -430,7 +429,9 @@ def _marker_is_overflow(writer: MessageQueue, seq: int) -> bool:
 
 def _settings(examples: int, steps: int) -> settings:
     return settings(
-        derandomize=os.environ.get("CI") == "true",  # CI runs the same examples every time
+        # the same examples every run, as the ring machine's: a random draw fell below
+        # the floors of the rarer actions (WriterReaderLeft 2 of 5) in 1 of 6 local runs
+        derandomize=True,
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,

@@ -165,6 +165,13 @@ class ReaderSide(Cursor):
     _own: int  # its read flag's position in a chunk's flag block
     _address: int  # its sleep word's address (0: it never blocks on the futex)
 
+    def held(self) -> memoryview:
+        """The chunk this reader took and has not released (an interrupt cut the taker
+        short); :class:`MisuseError` if it holds none."""
+        if not self._holding:
+            raise MisuseError(f"{self.actor} of ring {self._name!r} holds no chunk")
+        return self._data[self.index]
+
     def cut_sleep(self, stop: Callable[[], None] | None = None) -> None:
         """End this reader's block now, from another thread (``shutdown()``, the writer
         watch, vLLM's ``cancel``): first ``stop()`` stores what the woken reader is to

@@ -59,13 +59,18 @@ _PUBLISH = """\
             obs.before_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
         flags[WRITTEN_POSITION] = 1
         self.index = (i + 1) % self._max_chunks
-        if obs is not None:
-            obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
+"""
+_PUBLISHED = """\
+            if obs is not None:
+                obs.after_step(WRITER_ACTOR, WRITER_PUBLISH, i, None)
 """
 
-#: Writer: written = 1 before the read flags are cleared.
+#: Writer: written = 1 before the read flags are cleared (the step's end moves with it).
 PublishBeforeClear = patched(
-    "PublishBeforeClear", WriterCursor, "publish", (_CLEARS + _PUBLISH, _PUBLISH + _CLEARS)
+    "PublishBeforeClear", WriterCursor, "publish",
+    (_PUBLISHED, ""),
+    (_CLEARS + _PUBLISH, _PUBLISH + textwrap.indent(textwrap.dedent(_PUBLISHED), " " * 8)
+     + _CLEARS),
 )
 
 #: Writer: a chunk is free as soon as ANY reader's flag is 1.

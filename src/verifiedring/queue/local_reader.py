@@ -29,6 +29,7 @@ from . import wire
 from .flavors.overflow import OverflowReader
 from .flavors.run.reader import RunReceiver
 from .handle import Handle, ring_tag
+from .held_chunk import NOTHING, TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
 from .writer_watch import watch_writer
@@ -43,7 +44,7 @@ _KIND_NAMES = {
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT, wire.RAW)  # RAW: acquire_write's bytes
 
 
-class LocalReader(OverflowReader, QueueReader):
+class LocalReader(TakenChunk, OverflowReader, QueueReader):
     """A reader on the writer's host: ``create_from_handle`` with a local rank."""
 
     is_local_reader = True
@@ -99,7 +100,8 @@ class LocalReader(OverflowReader, QueueReader):
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         """Take the ring chunk of the next message and dispatch on its kind."""
         cursor = self._cursor
-        if not cursor.poll():
+        held = cursor.holding and self._held_unread()
+        if not held and not cursor.poll():
             self._wait_ring(deadline, poll)
         obs = self._observer
         if obs is not None:
@@ -107,12 +109,14 @@ class LocalReader(OverflowReader, QueueReader):
         seq = kind = -1
         got: Any = None  # what the step delivered, for the observer
         run = self._run
+        expect = self._seq
         try:
-            # spec: ReaderTakeChunk -- released on leaving, also on a raise; a run's
-            # FIRST chunk is held on by the run (ReaderReleaseRunChunk releases it)
-            chunk = cursor.take()
+            # spec: ReaderTakeChunk -- released once its message is consumed, also on a
+            # raise; a run's FIRST chunk is held on by the run (ReaderReleaseRunChunk)
+            chunk = cursor.held() if held else cursor.take()
+            delivered = False
             try:
-                header = _decode_chunk(chunk, self._seq)
+                header = _decode_chunk(chunk, expect)
                 if header is None:
                     raise self._out_of_order("ring", *wire.read_header(chunk)[:2])
                 kind, seq = header[0], header[1]
@@ -123,11 +127,12 @@ class LocalReader(OverflowReader, QueueReader):
                     except BaseException as exc:
                         got = self._failed(seq, exc)
                         raise
+                    delivered = True
                     return got
                 self._begin_large(chunk, header)
             finally:
-                if not run.active and not self._lent:
-                    cursor.release()
+                if not run.active and not self._lent and self._consumed(expect):
+                    self._release_taken(got if delivered else NOTHING)
                 on_read = self.on_read
                 if on_read is not None:
                     on_read()
@@ -177,11 +182,6 @@ class LocalReader(OverflowReader, QueueReader):
             finally:
                 with contextlib.suppress(BufferError):  # the caller kept a view of it
                     got.release()
-
-    def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
-        """acquire_read's one-chunk message: its chunk stays taken, read in place."""
-        self._lent = True
-        return chunk[wire.HEADER_BYTES :].toreadonly()
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError

@@ -1,9 +1,9 @@
 """What a reader's call ends in, when it does not return the message.
 
 * a message whose unpickling raised: its :class:`DecodeError`, naming this reader;
-* one an interrupt cut after it was consumed: the interrupt now, its
-  :class:`DecodeError` at the next dequeue (state OWED), so no message is ever
-  consumed unreported;
+* one an interrupt cut after it was consumed: the interrupt now, and at the next
+  dequeue (state OWED) its :class:`DecodeError` (the unpickling was cut) or the
+  object (its chunk's release was), so no message is ever consumed unreported;
 * a sequence number or kind out of place: :class:`BrokenPeerError`, for good (the
   spec's ``rpc = "broken"``);
 * the writer's BROKEN: :class:`BrokenPeerError` with the writer's reason, for good
@@ -13,11 +13,20 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokenPeerError, DecodeError
 from . import wire
 from .lifecycle import ReaderState
+
+
+class Owed:
+    """A decoded object the next dequeue returns (an interrupt cut its delivery)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
 
 
 class ReaderOutcomes:
@@ -26,7 +35,7 @@ class ReaderOutcomes:
     if TYPE_CHECKING:  # what the reader provides (QueueReader)
         _seq: int
         _state: enum.Enum
-        _owed: DecodeError | None
+        _owed: DecodeError | Owed | None
         _broke: tuple[int, str] | None
         _writer: str
 
@@ -65,12 +74,21 @@ class ReaderOutcomes:
         self._state = ReaderState.OWED
         return owed
 
-    def _pay_owed(self) -> NoReturn:
-        """The DecodeError of the message an interrupt cut (:meth:`_failed`)."""
+    def _owe_delivery(self, obj: Any) -> None:
+        """An interrupt cut the delivery of a consumed, decoded message ``obj`` (at the
+        chunk's release): the next dequeue returns it (state OWED)."""
+        self._owed = Owed(obj)
+        self._state = ReaderState.OWED
+
+    def _pay_owed(self) -> Any:
+        """What an interrupt cut: the object (:meth:`_owe_delivery`), or the DecodeError
+        of a message whose unpickling it cut (:meth:`_failed`), raised."""
         owed = self._owed
         self._owed = None
         self._state = ReaderState.IDLE
         assert owed is not None
+        if isinstance(owed, Owed):
+            return owed.obj
         raise owed
 
     def _named(self, exc: DecodeError) -> DecodeError:

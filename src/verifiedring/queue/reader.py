@@ -25,7 +25,7 @@ from .curve import CurveKeys
 from .handle import Handle
 from .lifecycle import ReaderState
 from .message_queue import MessageQueue
-from .outcomes import ReaderOutcomes
+from .outcomes import Owed, ReaderOutcomes
 from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
 
 #: A reader raises "the writer is gone" once it has seen the writer gone for this long
@@ -70,8 +70,8 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         self._seq = 0
         # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
         self._shutdown_total: int | None = None
-        # Invariant: the DecodeError the next dequeue raises iff _state is OWED.
-        self._owed: DecodeError | None = None
+        # Invariant: what the next dequeue returns or raises is owed iff _state is OWED.
+        self._owed: DecodeError | Owed | None = None
         # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
         self._broke: tuple[int, str] | None = None
         self._handle = handle
