@@ -110,7 +110,8 @@ def _best(values: list[float | None], lower: bool) -> float | None:
     return min(present) if lower else max(present)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
+def ratio_of(a: float | None, b: float | None) -> float | None:
+    """``a / b``; None if either is missing (or ``b`` is zero)."""
     return None if a is None or not b else a / b
 
 
@@ -178,7 +179,7 @@ def roundtrip_rows(bench: dict[str, Any]) -> list[Row]:
 
     vr, anchors, floor = p50(VR), [p50(a) for a in ANCHORS], p50("floor")
     if vr is not None:
-        to_v, to_f = _ratio(vr, _best(anchors, True)), _ratio(vr, floor)
+        to_v, to_f = ratio_of(vr, _best(anchors, True)), ratio_of(vr, floor)
         ratio = ", ".join(f"{times(r)} {what}" for r, what in ((to_v, "vLLM"), (to_f, "floor"))
                           if r is not None)
         out.append(Row(["1 KiB round trip, 1 reader (p50)", us(vr), *(us(a) if a else "" for a
@@ -187,7 +188,7 @@ def roundtrip_rows(bench: dict[str, Any]) -> list[Row]:
                         Target("1 KiB round trip / floor", one(to_f), 2.5, "<= 2.5x floor"))))
     vrs, floors = [p50(VR, n) for n in (2, 3)], [p50("floor", n) for n in (2, 3)]
     if all(v is not None for v in vrs):
-        rs = [_ratio(v, f) for v, f in zip(vrs, floors, strict=True)]
+        rs = [ratio_of(v, f) for v, f in zip(vrs, floors, strict=True)]
         t = Target("1 KiB round trip / floor", tuple(zip(("2 readers", "3 readers"), rs,
                    strict=True)), 2.5, "<= 2.5x floor")
         out.append(Row(["1 KiB round trip, 2 / 3 readers (p50)", joined(vrs, us, " µs"),
@@ -197,7 +198,7 @@ def roundtrip_rows(bench: dict[str, Any]) -> list[Row]:
     big = [p50(VR, 1, s) for s in (64 * KIB, KIB * KIB)]
     if all(v is not None for v in big):
         best = [_best([p50(a, 1, s) for a in ANCHORS], True) for s in (64 * KIB, KIB * KIB)]
-        rs = [_ratio(v, b) for v, b in zip(big, best, strict=True)]
+        rs = [ratio_of(v, b) for v, b in zip(big, best, strict=True)]
         out.append(Row(["64 KiB / 1 MiB round trip, in the ring (p50)", joined(big, us, " µs"),
                         *(joined([p50(a, 1, s) for s in (64 * KIB, KIB * KIB)], us, " µs")
                           for a in ANCHORS),
@@ -222,7 +223,7 @@ def stream_rows(bench: dict[str, Any]) -> list[Row]:
     vr = mps(VR, 1)
     if vr is not None:
         anchors, floor = [mps(a, 1) for a in ANCHORS], mps("floor", 1)
-        to_v = _ratio(vr, _best(anchors, False))
+        to_v = ratio_of(vr, _best(anchors, False))
         out.append(Row(["1 KiB streamed, 1 reader", rate(vr), *(rate(a) if a else "" for a in
                         anchors), rate(floor) if floor else "",
                         f"{times(to_v)} vLLM" if to_v is not None else ""],
@@ -231,7 +232,7 @@ def stream_rows(bench: dict[str, Any]) -> list[Row]:
     more = [mps(VR, n) for n in (2, 3)]
     if all(v is not None for v in more):
         best = [_best([mps(a, n) for a in ANCHORS], False) for n in (2, 3)]
-        rs = [_ratio(v, b) for v, b in zip(more, best, strict=True)]
+        rs = [ratio_of(v, b) for v, b in zip(more, best, strict=True)]
         out.append(Row(["1 KiB streamed, 2 / 3 readers", joined(more, rate, " msg/s"),
                         *(joined([mps(a, n) for n in (2, 3)], rate, " msg/s") for a in ANCHORS),
                         joined([mps("floor", n) for n in (2, 3)], rate, " msg/s"),
@@ -272,7 +273,7 @@ def idle_rows(idle: dict[str, Any] | None) -> list[Row]:
             return [got[g]["p50"] if g in got else None for g in gaps]
 
         floor = [futex[g]["p50"] if g in futex else None for g in gaps]
-        rs = [_ratio(v, f) for v, f in zip(p50s(VR), floor, strict=True)]
+        rs = [ratio_of(v, f) for v, f in zip(p50s(VR), floor, strict=True)]
         t = Target("first message after idle / C futex", tuple(zip(map(gap_label, gaps), rs,
                    strict=True)), 2, "<= 2x C futex")
         readers = (idle or {}).get("readers", 2)
@@ -303,7 +304,7 @@ def large_rows(bench: dict[str, Any], per_op: dict[str, Any] | None) -> list[Row
     vr = _get(rows, "p50_us", "verifiedring-stream", 1, two)
     if vr is not None:
         anchors = [_get(rows, "p50_us", a, 1, two) for a in ANCHORS]
-        to_v = _ratio(vr, _best(anchors, True))
+        to_v = ratio_of(vr, _best(anchors, True))
         out.append(Row(["2 MiB object (bytes in a tuple) round trip, 1 MiB chunks, streamed "
                         "(p50)", us(vr), *(us(a) if a else "" for a in anchors), "",
                         f"{times(to_v)} vLLM" if to_v is not None else ""],
@@ -314,7 +315,7 @@ def large_rows(bench: dict[str, Any], per_op: dict[str, Any] | None) -> list[Row
     if vr is not None:
         anchors = [_get(rows, "gb_per_s_per_reader", a, 3, big) for a in ANCHORS]
         memcpy = (per_op or {}).get("memcpy_gb_per_s")
-        to_m, to_v = _ratio(vr, memcpy), _ratio(vr, _best(anchors, False))
+        to_m, to_v = ratio_of(vr, memcpy), ratio_of(vr, _best(anchors, False))
         ratio = ", ".join(f"{times(r)} {what}" for r, what in ((to_m, "memcpy"), (to_v, "vLLM"))
                           if r is not None)
         out.append(Row(["64 MiB object to 3 readers, 1 MiB chunks, streamed (per reader)",
@@ -373,17 +374,18 @@ def rewrite(text: str, lines: list[str]) -> str:
     return "\n".join([*old[: starts[0] + 1], *lines, *old[ends[0]:]])
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def load_json(path: Path) -> dict[str, Any] | None:
+    """The JSON at ``path``; None if there is no file."""
     return json.loads(path.read_text()) if path.exists() else None
 
 
 def main(args: argparse.Namespace) -> int:
     results, readme = Path(args.results), Path(args.readme)
-    bench = _load(results / "bench.json")
+    bench = load_json(results / "bench.json")
     if bench is None:
         print(f"no {results / 'bench.json'}: run python -m bench report first")
         return 1
-    lines = render(bench, _load(results / "per_op.json"), _load(results / "idle.json"))
+    lines = render(bench, load_json(results / "per_op.json"), load_json(results / "idle.json"))
     readme.write_text(rewrite(readme.read_text(), lines))
     print(f"wrote {len(lines)} lines into {readme}")
     return 0
