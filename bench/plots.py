@@ -38,6 +38,7 @@ Json = dict[str, Any]
 DPI = 110
 MET, SHORT, NO_TARGET = "tab:green", "tab:red", "tab:gray"
 FLOOR_COLOUR = "black"
+FLOOR = "C futex floor"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,14 +53,11 @@ def _axes(width: float = 7, height: float = 4.5) -> tuple[Figure, Axes]:
     return fig, ax
 
 
-def _log_bars(ax: Axes, values: list[float]) -> float:
-    """A log y axis for bars of ``values`` (zeros included): the bottom a decade
-    under the least positive value, returned (a zero bar is drawn at it)."""
+def _log_range(values: list[float]) -> tuple[float, float]:
+    """A log y axis's limits for bars of ``values`` (zeros included: drawn at the
+    bottom): a decade under the least positive one, room for labels over the top."""
     positive = [v for v in values if v > 0] or [1.0]
-    bottom = min(positive) / 10
-    ax.set_yscale("log")
-    ax.set_ylim(bottom=bottom)
-    return bottom
+    return min(positive) / 10, max(positive) * 4
 
 
 # --- bench.json -------------------------------------------------------------------------
@@ -136,7 +134,7 @@ def idle_first_message(idle: Json) -> Figure | None:
     gaps = sorted({g for got in [*queues.values(), floor] for g in got}, key=float)
     if not gaps:
         return None
-    series = [*queues.items(), ("C futex floor", floor)]
+    series = [(name, got) for name, got in [*queues.items(), (FLOOR, floor)] if got]
     width = 0.8 / len(series)
     fig, ax = _axes(max(7.0, 0.5 * len(gaps) * len(series)))
     heights: list[float] = []
@@ -144,15 +142,15 @@ def idle_first_message(idle: Json) -> Figure | None:
         xs = [j + (i - (len(series) - 1) / 2) * width for j, g in enumerate(gaps) if g in got]
         p50 = [got[g]["p50"] for g in gaps if g in got]
         p90 = [got[g]["p90"] for g in gaps if g in got]
-        heights += p90
+        heights += p50 + p90
         bars = ax.bar(xs, p50, width, label=name, yerr=[[0] * len(p50),
                       [max(b - a, 0) for a, b in zip(p50, p90, strict=True)]],
-                      color=FLOOR_COLOUR if got is floor else None, capsize=2)
+                      color=FLOOR_COLOUR if name == FLOOR else None, capsize=2)
         ratios = [readme.ratio_of(got[g]["p50"], (floor.get(g) or {}).get("p50"))
                   for g in gaps if g in got]
         ax.bar_label(bars, labels=["" if r is None else readme.times(r) for r in ratios],
                      fontsize=7, padding=2)
-    _log_bars(ax, heights)
+    ax.set(yscale="log", ylim=_log_range(heights))
     ax.set_xticks(range(len(gaps)), [readme.gap_label(g) for g in gaps])
     ax.set(xlabel="idle gap", ylabel="first message one-way (µs): p50 bar, p90 whisker",
            title=f"First message after idle, {idle.get('readers', '?')} readers "
@@ -167,8 +165,9 @@ def idle_reader_cpu(idle: Json) -> Figure | None:
     if not cpu:
         return None
     fig, ax = _axes()
-    bottom = _log_bars(ax, [*cpu.values(), 0.01])
+    bottom, top = _log_range([*cpu.values(), 0.01])
     bars = ax.bar(list(cpu), [max(x, bottom) for x in cpu.values()])
+    ax.set(yscale="log", ylim=(bottom, top))
     ax.bar_label(bars, labels=[f"{x:.3g} %" for x in cpu.values()], padding=2)
     ax.axhline(0.01, color=MET, linestyle="--", label="target: <= 0.01 %")
     window = idle.get("idle_window_s")
