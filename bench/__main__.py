@@ -1,5 +1,6 @@
-"""``python -m bench`` runs every bench (``readme`` last: it writes the README's table
-from what the others wrote); ``python -m bench <name> [options]`` runs one."""
+"""``python -m bench`` runs every bench (``plots`` then ``readme`` last: they draw the
+PNGs and write the README's table from what the others wrote); ``python -m bench <name>
+[options]`` runs one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import argparse
 import sys
 
 from . import discover_benches
+
+#: The benches run after the others (in this order; the rest keep theirs): from their JSON.
+LAST = ("plots", "readme")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return int(benches[args.bench].main(args))
     status = 0
-    for name in sorted(benches, key=lambda n: n == "readme"):  # stable: the rest in order
+    for name in sorted(benches, key=lambda n: LAST.index(n) + 1 if n in LAST else 0):
         module = benches[name]
         print(f"== bench {name}", flush=True)
         status |= int(module.main(parser.parse_args([name])))

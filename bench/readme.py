@@ -11,6 +11,10 @@ verbatim). The first line says the machine and its load; then one row per figure
 of issue 20, columns what | verifiedring | vLLM 0.9 | vLLM 0.33 | floor | ratio |
 target, the target marked met or short. A row whose figures are not in the JSON is
 left out. "vLLM" in a ratio is the faster of the anchors in that row.
+
+Each row also carries its figures as :class:`Target` objects (:func:`targets`: each
+ratio of the table, or the figure its target bounds, with the target if it has one),
+from which :mod:`bench.plots` draws the ratios against their targets.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +86,6 @@ def joined(values: list[float | None], fmt: Callable[[float], str], unit: str = 
     return " / ".join(parts)
 
 
-def target(label: str, ok: bool | None) -> str:
-    """``label: met`` / ``label: short``; ``label: no figure`` without one."""
-    return f"{label}: {'no figure' if ok is None else 'met' if ok else 'short'}"
-
-
 # --- lookups --------------------------------------------------------------------------
 
 
@@ -110,60 +110,112 @@ def _best(values: list[float | None], lower: bool) -> float | None:
     return min(present) if lower else max(present)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
+def ratio_of(a: float | None, b: float | None) -> float | None:
+    """``a / b``; None if either is missing (or ``b`` is zero)."""
     return None if a is None or not b else a / b
 
 
-def _met(r: float | None, bound: float, at_most: bool = True) -> bool | None:
-    return None if r is None else (r <= bound if at_most else r >= bound)
+Figures = tuple[tuple[str, float | None], ...]
+
+
+def one(value: float | None) -> Figures:
+    """The figures of a row with one column."""
+    return (("", value),)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Figures of a row (``(column, value)``: ``("2 readers", 2.0)``; the column empty
+    for a row of one) and the target ``label`` (``<= 2.5x floor``) they meet when
+    each is at most (``at_most``) or at least ``bound``; no bound: a ratio the table
+    shows without a target. ``what`` names them in a plot; ``fmt`` writes a value."""
+
+    what: str
+    figures: Figures
+    bound: float | None = None
+    label: str = ""
+    at_most: bool = True
+    fmt: Callable[[float], str] = times
+
+    def met(self, value: float | None) -> bool | None:
+        """Whether ``value`` meets the target; None without a value or a bound."""
+        if value is None or self.bound is None:
+            return None
+        return value <= self.bound if self.at_most else value >= self.bound
+
+    @property
+    def ok(self) -> bool | None:
+        """Every figure meets the target; None if one is missing (or no bound)."""
+        found = [self.met(v) for _, v in self.figures]
+        return None if not found or None in found else all(found)
+
+    def cell(self) -> str:
+        """``label: met`` / ``label: short``; ``label: no figure`` without one."""
+        ok = self.ok
+        return f"{self.label}: {'no figure' if ok is None else 'met' if ok else 'short'}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the table: its cells but the last, and its figures; the last cell
+    states the targets among them."""
+
+    cells: Cells
+    figures: tuple[Target, ...] = ()
+
+    def all_cells(self) -> Cells:
+        return [*self.cells, "; ".join(t.cell() for t in self.figures if t.label)]
 
 
 # --- rows -------------------------------------------------------------------------------
 
 
-def roundtrip_rows(bench: dict[str, Any]) -> list[Cells]:
+def roundtrip_rows(bench: dict[str, Any]) -> list[Row]:
     rows = bench.get("roundtrip") or []
-    out: list[Cells] = []
+    out: list[Row] = []
 
     def p50(t: str, n: int = 1, size: int = KIB) -> float | None:
         return _get(rows, "p50_us", t, n, size)
 
     vr, anchors, floor = p50(VR), [p50(a) for a in ANCHORS], p50("floor")
     if vr is not None:
-        to_v, to_f = _ratio(vr, _best(anchors, True)), _ratio(vr, floor)
+        to_v, to_f = ratio_of(vr, _best(anchors, True)), ratio_of(vr, floor)
         ratio = ", ".join(f"{times(r)} {what}" for r, what in ((to_v, "vLLM"), (to_f, "floor"))
                           if r is not None)
-        out.append(["1 KiB round trip, 1 reader (p50)", us(vr), *(us(a) if a else "" for a in
-                    anchors), us(floor) if floor else "", ratio,
-                    f"{target('<= 0.33x vLLM', _met(to_v, 0.33))}; "
-                    f"{target('<= 2.5x floor', _met(to_f, 2.5))}"])
+        out.append(Row(["1 KiB round trip, 1 reader (p50)", us(vr), *(us(a) if a else "" for a
+                        in anchors), us(floor) if floor else "", ratio],
+                       (Target("1 KiB round trip / vLLM", one(to_v), 0.33, "<= 0.33x vLLM"),
+                        Target("1 KiB round trip / floor", one(to_f), 2.5, "<= 2.5x floor"))))
     vrs, floors = [p50(VR, n) for n in (2, 3)], [p50("floor", n) for n in (2, 3)]
     if all(v is not None for v in vrs):
-        rs = [_ratio(v, f) for v, f in zip(vrs, floors, strict=True)]
-        ok = None if None in rs else all(_met(r, 2.5) for r in rs)
-        out.append(["1 KiB round trip, 2 / 3 readers (p50)", joined(vrs, us, " µs"),
-                    *(joined([p50(a, n) for n in (2, 3)], us, " µs") for a in ANCHORS),
-                    joined(floors, us, " µs"), joined(rs, times) + " floor" if ok is not None
-                    else "", target("<= 2.5x floor", ok)])
+        rs = [ratio_of(v, f) for v, f in zip(vrs, floors, strict=True)]
+        t = Target("1 KiB round trip / floor", tuple(zip(("2 readers", "3 readers"), rs,
+                   strict=True)), 2.5, "<= 2.5x floor")
+        out.append(Row(["1 KiB round trip, 2 / 3 readers (p50)", joined(vrs, us, " µs"),
+                        *(joined([p50(a, n) for n in (2, 3)], us, " µs") for a in ANCHORS),
+                        joined(floors, us, " µs"), joined(rs, times) + " floor"
+                        if t.ok is not None else ""], (t,)))
     big = [p50(VR, 1, s) for s in (64 * KIB, KIB * KIB)]
     if all(v is not None for v in big):
         best = [_best([p50(a, 1, s) for a in ANCHORS], True) for s in (64 * KIB, KIB * KIB)]
-        rs = [_ratio(v, b) for v, b in zip(big, best, strict=True)]
-        out.append(["64 KiB / 1 MiB round trip, in the ring (p50)", joined(big, us, " µs"),
-                    *(joined([p50(a, 1, s) for s in (64 * KIB, KIB * KIB)], us, " µs")
-                      for a in ANCHORS),
-                    joined([p50("floor", 1, s) for s in (64 * KIB, KIB * KIB)], us, " µs"),
-                    joined(rs, times) + " vLLM" if None not in rs else "", ""])
+        rs = [ratio_of(v, b) for v, b in zip(big, best, strict=True)]
+        out.append(Row(["64 KiB / 1 MiB round trip, in the ring (p50)", joined(big, us, " µs"),
+                        *(joined([p50(a, 1, s) for s in (64 * KIB, KIB * KIB)], us, " µs")
+                          for a in ANCHORS),
+                        joined([p50("floor", 1, s) for s in (64 * KIB, KIB * KIB)], us, " µs"),
+                        joined(rs, times) + " vLLM" if None not in rs else ""],
+                       (Target("round trip / vLLM", tuple(zip(("64 KiB", "1 MiB"), rs,
+                               strict=True))),)))
     remote = p50("verifiedring-remote")
     if remote is not None:
-        out.append(["remote reader (CurveZMQ over loopback), 1 KiB round trip (p50)",
-                    us(remote), "", "", "", "", ""])
+        out.append(Row(["remote reader (CurveZMQ over loopback), 1 KiB round trip (p50)",
+                        us(remote), "", "", "", ""]))
     return out
 
 
-def stream_rows(bench: dict[str, Any]) -> list[Cells]:
+def stream_rows(bench: dict[str, Any]) -> list[Row]:
     rows = bench.get("stream") or []
-    out: list[Cells] = []
+    out: list[Row] = []
 
     def mps(t: str, n: int) -> float | None:
         return _get(rows, "msgs_per_s", t, n)
@@ -171,95 +223,108 @@ def stream_rows(bench: dict[str, Any]) -> list[Cells]:
     vr = mps(VR, 1)
     if vr is not None:
         anchors, floor = [mps(a, 1) for a in ANCHORS], mps("floor", 1)
-        to_v = _ratio(vr, _best(anchors, False))
-        out.append(["1 KiB streamed, 1 reader", rate(vr), *(rate(a) if a else "" for a in
-                    anchors), rate(floor) if floor else "",
-                    f"{times(to_v)} vLLM" if to_v is not None else "",
-                    target(">= 3x vLLM", _met(to_v, 3, at_most=False))])
+        to_v = ratio_of(vr, _best(anchors, False))
+        out.append(Row(["1 KiB streamed, 1 reader", rate(vr), *(rate(a) if a else "" for a in
+                        anchors), rate(floor) if floor else "",
+                        f"{times(to_v)} vLLM" if to_v is not None else ""],
+                       (Target("1 KiB streamed / vLLM", one(to_v), 3, ">= 3x vLLM",
+                               at_most=False),)))
     more = [mps(VR, n) for n in (2, 3)]
     if all(v is not None for v in more):
         best = [_best([mps(a, n) for a in ANCHORS], False) for n in (2, 3)]
-        rs = [_ratio(v, b) for v, b in zip(more, best, strict=True)]
-        out.append(["1 KiB streamed, 2 / 3 readers", joined(more, rate, " msg/s"),
-                    *(joined([mps(a, n) for n in (2, 3)], rate, " msg/s") for a in ANCHORS),
-                    joined([mps("floor", n) for n in (2, 3)], rate, " msg/s"),
-                    joined(rs, times) + " vLLM" if None not in rs else "", ""])
+        rs = [ratio_of(v, b) for v, b in zip(more, best, strict=True)]
+        out.append(Row(["1 KiB streamed, 2 / 3 readers", joined(more, rate, " msg/s"),
+                        *(joined([mps(a, n) for n in (2, 3)], rate, " msg/s") for a in ANCHORS),
+                        joined([mps("floor", n) for n in (2, 3)], rate, " msg/s"),
+                        joined(rs, times) + " vLLM" if None not in rs else ""],
+                       (Target("1 KiB streamed / vLLM", tuple(zip(("2 readers", "3 readers"),
+                               rs, strict=True))),)))
     return out
 
 
-def per_op_rows(per_op: dict[str, Any] | None) -> list[Cells]:
+def per_op_rows(per_op: dict[str, Any] | None) -> list[Row]:
     cpu = (per_op or {}).get("cpu_ns_per_pair") or {}
     if VR not in cpu or "pickle" not in cpu:
         return []
     r = float(cpu[VR]["ratio_to_pickle"])
-    return [["CPU per enqueue + dequeue, writer and reader in one process (1 KiB)",
-             us(cpu[VR]["median_ns"] / 1000),
-             *(us(cpu[a]["median_ns"] / 1000) if a in cpu else "" for a in ANCHORS),
-             f"pickle alone: {us(cpu['pickle']['median_ns'] / 1000)}", f"{times(r)} pickle",
-             target("<= 3x pickle", _met(r, 3))]]
+    return [Row(["CPU per enqueue + dequeue, writer and reader in one process (1 KiB)",
+                 us(cpu[VR]["median_ns"] / 1000),
+                 *(us(cpu[a]["median_ns"] / 1000) if a in cpu else "" for a in ANCHORS),
+                 f"pickle alone: {us(cpu['pickle']['median_ns'] / 1000)}", f"{times(r)} pickle"],
+                (Target("CPU per enqueue + dequeue / pickle", one(r), 3, "<= 3x pickle"),))]
 
 
-def idle_rows(idle: dict[str, Any] | None) -> list[Cells]:
+def cpu_percent(x: float) -> str:
+    """An idle reader's CPU: ``0.005 % of a core``."""
+    return f"{x:.3g} % of a core"
+
+
+def idle_rows(idle: dict[str, Any] | None) -> list[Row]:
     queues = (idle or {}).get("queues") or {}
     if VR not in queues:
         return []
     futex = (idle or {}).get("c_futex_floor_us") or {}
     first = queues[VR].get("first_message_us") or {}
     gaps = sorted(first, key=float)
-    out: list[Cells] = []
+    out: list[Row] = []
     if gaps:
         def p50s(name: str) -> list[float | None]:
             got = (queues.get(name) or {}).get("first_message_us") or {}
             return [got[g]["p50"] if g in got else None for g in gaps]
 
         floor = [futex[g]["p50"] if g in futex else None for g in gaps]
-        rs = [_ratio(v, f) for v, f in zip(p50s(VR), floor, strict=True)]
-        ok = None if None in rs else all(_met(r, 2) for r in rs)
+        rs = [ratio_of(v, f) for v, f in zip(p50s(VR), floor, strict=True)]
+        t = Target("first message after idle / C futex", tuple(zip(map(gap_label, gaps), rs,
+                   strict=True)), 2, "<= 2x C futex")
         readers = (idle or {}).get("readers", 2)
-        out.append([f"first message after {' / '.join(gap_label(g) for g in gaps)} idle, "
-                    f"{readers} readers (p50)", joined(p50s(VR), us, " µs"),
-                    *(joined(p50s(a), us, " µs") for a in ANCHORS),
-                    "C futex: " + joined(floor, us, " µs") if ok is not None else "",
-                    joined(rs, times) + " C futex" if ok is not None else "",
-                    target("<= 2x C futex", ok)])
+        out.append(Row([f"first message after {' / '.join(gap_label(g) for g in gaps)} idle, "
+                        f"{readers} readers (p50)", joined(p50s(VR), us, " µs"),
+                        *(joined(p50s(a), us, " µs") for a in ANCHORS),
+                        "C futex: " + joined(floor, us, " µs") if t.ok is not None else "",
+                        joined(rs, times) + " C futex" if t.ok is not None else ""], (t,)))
 
     def cpu(name: str) -> str:
         x = (queues.get(name) or {}).get("idle_cpu_percent")
-        return "" if x is None else f"{x:.3g} % of a core"
+        return "" if x is None else cpu_percent(x)
 
     x = queues[VR].get("idle_cpu_percent")
     window = (idle or {}).get("idle_window_s")
     when = f", {window[0]:g}-{window[1]:g} s after the last message" if window else ""
     if x is not None:
-        out.append([f"idle reader CPU{when}", cpu(VR),
-                    *(cpu(a) for a in ANCHORS), "", "", target("<= 0.01 %", _met(x, 0.01))])
+        out.append(Row([f"idle reader CPU{when}", cpu(VR), *(cpu(a) for a in ANCHORS), "", ""],
+                       (Target("idle reader CPU (% of a core)", one(x), 0.01, "<= 0.01 %",
+                               fmt=cpu_percent),)))
     return out
 
 
-def large_rows(bench: dict[str, Any], per_op: dict[str, Any] | None) -> list[Cells]:
+def large_rows(bench: dict[str, Any], per_op: dict[str, Any] | None) -> list[Row]:
     rows = bench.get("large") or []
-    out: list[Cells] = []
+    out: list[Row] = []
     two = 2 * KIB * KIB
     vr = _get(rows, "p50_us", "verifiedring-stream", 1, two)
     if vr is not None:
         anchors = [_get(rows, "p50_us", a, 1, two) for a in ANCHORS]
-        to_v = _ratio(vr, _best(anchors, True))
-        out.append(["2 MiB object (bytes in a tuple) round trip, 1 MiB chunks, streamed (p50)",
-                    us(vr), *(us(a) if a else "" for a in anchors), "",
-                    f"{times(to_v)} vLLM" if to_v is not None else "",
-                    target("<= 0.09x vLLM", _met(to_v, 0.09))])
+        to_v = ratio_of(vr, _best(anchors, True))
+        out.append(Row(["2 MiB object (bytes in a tuple) round trip, 1 MiB chunks, streamed "
+                        "(p50)", us(vr), *(us(a) if a else "" for a in anchors), "",
+                        f"{times(to_v)} vLLM" if to_v is not None else ""],
+                       (Target("2 MiB object round trip / vLLM", one(to_v), 0.09,
+                               "<= 0.09x vLLM"),)))
     big = 64 * KIB * KIB
     vr = _get(rows, "gb_per_s_per_reader", "verifiedring-stream", 3, big)
     if vr is not None:
         anchors = [_get(rows, "gb_per_s_per_reader", a, 3, big) for a in ANCHORS]
         memcpy = (per_op or {}).get("memcpy_gb_per_s")
-        to_m, to_v = _ratio(vr, memcpy), _ratio(vr, _best(anchors, False))
+        to_m, to_v = ratio_of(vr, memcpy), ratio_of(vr, _best(anchors, False))
         ratio = ", ".join(f"{times(r)} {what}" for r, what in ((to_m, "memcpy"), (to_v, "vLLM"))
                           if r is not None)
-        out.append(["64 MiB object to 3 readers, 1 MiB chunks, streamed (per reader)", gbs(vr),
-                    *(gbs(a) if a else "" for a in anchors),
-                    f"memcpy: {gbs(memcpy)}" if memcpy else "", ratio,
-                    target(">= 2 GB/s per reader", _met(vr, 2, at_most=False))])
+        out.append(Row(["64 MiB object to 3 readers, 1 MiB chunks, streamed (per reader)",
+                        gbs(vr), *(gbs(a) if a else "" for a in anchors),
+                        f"memcpy: {gbs(memcpy)}" if memcpy else "", ratio],
+                       (Target("64 MiB object to 3 readers (GB/s per reader)", one(vr), 2,
+                               ">= 2 GB/s per reader", at_most=False, fmt=gbs),
+                        Target("64 MiB object to 3 readers / memcpy", one(to_m)),
+                        Target("64 MiB object to 3 readers / vLLM", one(to_v)))))
     return out
 
 
@@ -275,13 +340,26 @@ def machine_line(bench: dict[str, Any]) -> str:
     return line + (f"; not loaded: {', '.join(missing)}" if missing else "") + "."
 
 
+def rows(bench: dict[str, Any], per_op: dict[str, Any] | None,
+         idle: dict[str, Any] | None) -> list[Row]:
+    """The rows the JSON has figures for, in ``ORDER``."""
+    found = [*roundtrip_rows(bench), *stream_rows(bench), *per_op_rows(per_op),
+             *idle_rows(idle), *large_rows(bench, per_op)]
+    found.sort(key=lambda r: next(i for i, p in enumerate(ORDER) if r.cells[0].startswith(p)))
+    return found
+
+
+def targets(bench: dict[str, Any], per_op: dict[str, Any] | None,
+            idle: dict[str, Any] | None) -> list[Target]:
+    """Every row's figures, in the table's order: each ratio it shows, or the figure
+    its target bounds, with the target if it has one."""
+    return [t for r in rows(bench, per_op, idle) for t in r.figures]
+
+
 def render(bench: dict[str, Any], per_op: dict[str, Any] | None,
            idle: dict[str, Any] | None) -> list[str]:
     """The lines between the markers: the machine line, a blank line, the table."""
-    rows = [*roundtrip_rows(bench), *stream_rows(bench), *per_op_rows(per_op),
-            *idle_rows(idle), *large_rows(bench, per_op)]
-    rows.sort(key=lambda r: next(i for i, p in enumerate(ORDER) if r[0].startswith(p)))
-    table = [HEADER, ["---"] * len(HEADER), *rows]
+    table = [HEADER, ["---"] * len(HEADER), *(r.all_cells() for r in rows(bench, per_op, idle))]
     return [machine_line(bench), "", *("| " + " | ".join(r) + " |" for r in table)]
 
 
@@ -296,17 +374,18 @@ def rewrite(text: str, lines: list[str]) -> str:
     return "\n".join([*old[: starts[0] + 1], *lines, *old[ends[0]:]])
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def load_json(path: Path) -> dict[str, Any] | None:
+    """The JSON at ``path``; None if there is no file."""
     return json.loads(path.read_text()) if path.exists() else None
 
 
 def main(args: argparse.Namespace) -> int:
     results, readme = Path(args.results), Path(args.readme)
-    bench = _load(results / "bench.json")
+    bench = load_json(results / "bench.json")
     if bench is None:
         print(f"no {results / 'bench.json'}: run python -m bench report first")
         return 1
-    lines = render(bench, _load(results / "per_op.json"), _load(results / "idle.json"))
+    lines = render(bench, load_json(results / "per_op.json"), load_json(results / "idle.json"))
     readme.write_text(rewrite(readme.read_text(), lines))
     print(f"wrote {len(lines)} lines into {readme}")
     return 0

@@ -1,4 +1,4 @@
-"""report: the benchmarks people read -- JSON and PNG plots, every figure a ratio.
+"""report: the benchmarks people read -- JSON, every figure a ratio.
 
 ``make bench`` (``python -m bench report``) measures, in one run:
 
@@ -24,7 +24,7 @@ of all transports run in an order shuffled by ``random.Random(--seed)``
 own worker process, kept for the run. Every latency is also given as a ratio to
 the floor ring (and to vLLM when present) measured in the same run; the JSON holds
 the machine's description.
-Writes ``<out>/bench.json`` and ``<out>/*.png``. Default wall time on a 2-core VM:
+Writes ``<out>/bench.json`` (:mod:`bench.plots` draws its PNGs). Default wall time on a 2-core VM:
 about 5 min (estimated: a run with small counts, 2 reps and R <= 2, 88 reader
 starts, took 95 s, nearly all of it starting readers; the default's 158 starts, its
 counts (about 40 s) and the idle bench (under a minute) on top). Measure on an idle
@@ -51,7 +51,7 @@ SIZES = (64, 1024, 64 * 1024, 1024 * 1024)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="bench/results", help="directory for JSON and PNGs")
+    parser.add_argument("--out", default="bench/results", help="directory for bench.json")
     parser.add_argument("--rounds", type=int, default=1500,
                         help="round trips at <= 1 KiB, per rep")
     parser.add_argument("--stream", type=int, default=20_000, help="objects per stream rep")
@@ -60,7 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=20, help="the shuffle's seed")
     parser.add_argument("--readers", type=int, default=3, help="most readers")
     parser.add_argument("--no-idle", action="store_true", help="skip the idle wake-up bench")
-    parser.add_argument("--no-plots", action="store_true", help="JSON only")
     parser.add_argument("--only-large", action="store_true",
                         help="only the large-object section (quick)")
 
@@ -252,9 +251,4 @@ def main(args: argparse.Namespace) -> int:
         print(f"  large {r['transport']:20s} R={r['readers']} {r['size'] >> 20:>3d} MiB  "
               f"p50 {r['p50_us']:9.0f} us  {r['gb_per_s_per_reader']:5.2f} GB/s/reader  "
               f"x vllm-0.9.0 {r.get('ratio_to_vllm-0.9.0')}")
-    if not args.no_plots:
-        from .plots import plot
-
-        for p in plot(report, out):
-            print(f"wrote {p}")
     return 0
