@@ -12,7 +12,6 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 from . import wire
-from .lifecycle import ReaderState
 
 if TYPE_CHECKING:
     from ..cursors import ReaderCursor
@@ -48,12 +47,6 @@ class TakenChunk:
             return True
         self._cursor.release()
         return False
-
-    def _consumed(self, expect: int) -> bool:
-        """Whether the taken chunk's message (``expect``) is accounted for: consumed, its
-        frame awaited, or the reader stopped. If not (an interrupt right after the take),
-        the chunk stays taken and the next dequeue reads it again."""
-        return self._seq != expect or self._state is not ReaderState.IDLE
 
     def _release_taken(self, got: Any) -> None:
         """Release the taken chunk. Interrupted at the release's entry (nothing done),

@@ -42,6 +42,7 @@ _KIND_NAMES = {
     wire.RUN_FIRST: "first", wire.RAW: "inline",
 }
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT, wire.RAW)  # RAW: acquire_write's bytes
+_IDLE = ReaderState.IDLE
 
 
 class LocalReader(TakenChunk, OverflowReader, QueueReader):
@@ -131,7 +132,9 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     return got
                 self._begin_large(chunk, header)
             finally:
-                if not run.active and not self._lent and self._consumed(expect):
+                # kept taken if cut before its message was consumed: read again next
+                if not run.active and not self._lent and (self._seq != expect or
+                                                          self._state is not _IDLE):
                     self._release_taken(got if delivered else NOTHING)
                 on_read = self.on_read
                 if on_read is not None:
