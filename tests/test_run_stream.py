@@ -152,7 +152,10 @@ def test_unpickling_that_raises_mid_run_skips_to_the_runs_end(
     stream_group: Callable[..., Group],
 ) -> None:
     g = stream_group(1)
-    objs = [[b"p" * 30_000, FailsToLoad(), b"q" * 30_000], "next", [b"r" * 40_000]]
+    # q is larger than a pickle frame (64 KiB): the unpickler runs FailsToLoad's reduce
+    # after the first frame, with q's chunks still to come (at the LAST chunk, a reader
+    # that stopped reading the run would go unnoticed)
+    objs = [[b"p" * 30_000, FailsToLoad(), b"q" * 200_000], "next", [b"r" * 40_000]]
 
     def send() -> None:
         for o in objs:
