@@ -13,20 +13,16 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from types import FrameType
 from typing import Any
 
 import pytest
+from support.signals import Interrupt, sigusr1  # noqa: F401 (a fixture, used by name)
 
 from verifiedring import BrokenPeerError, DecodeError, MessageQueue
 from verifiedring.queue.lifecycle import ReaderState
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
-
-
-class _Interrupt(BaseException):
-    """What the signal handler raises (KeyboardInterrupt's place)."""
 
 
 def _signalled(value: Any) -> Any:
@@ -46,16 +42,6 @@ class Interrupting:
 
 
 @pytest.fixture
-def sigusr1() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Interrupt
-
-    old = signal.signal(signal.SIGUSR1, handler)
-    yield
-    signal.signal(signal.SIGUSR1, old)
-
-
-@pytest.fixture
 def queue() -> Iterator[tuple[MessageQueue, MessageQueue, MessageQueue]]:
     """A writer with local reader 0 and remote reader 1 (1 KiB chunks)."""
     w = MessageQueue(2, 1, [0], max_chunk_bytes=1024, max_chunks=4, connect_ip=LOOPBACK)
@@ -70,8 +56,9 @@ def queue() -> Iterator[tuple[MessageQueue, MessageQueue, MessageQueue]]:
 
 
 @pytest.mark.parametrize("size", [10, 5000], ids=["inline", "overflow"])
+@pytest.mark.usefixtures("sigusr1")
 def test_an_interrupted_unpickling_is_reported_at_the_next_dequeue(
-    queue: tuple[MessageQueue, MessageQueue, MessageQueue], sigusr1: None, size: int
+    queue: tuple[MessageQueue, MessageQueue, MessageQueue], size: int
 ) -> None:
     w, local, remote = queue
     w.enqueue("a", timeout=T)
@@ -79,12 +66,12 @@ def test_an_interrupted_unpickling_is_reported_at_the_next_dequeue(
     w.enqueue("c", timeout=T)
     for r in (local, remote):
         assert r.dequeue(timeout=T) == "a"
-        with pytest.raises(_Interrupt):
+        with pytest.raises(Interrupt):
             r.dequeue(timeout=T)
         with pytest.raises(DecodeError) as info:
             r.dequeue(timeout=T)
         assert info.value.seq == 1
-        assert "its unpickling was interrupted by _Interrupt" in str(info.value)
+        assert "its unpickling was interrupted by Interrupt" in str(info.value)
         assert f"reader rank {r.rank}" in str(info.value)  # type: ignore[attr-defined]
         assert r.dequeue(timeout=T) == "c"
 
@@ -126,8 +113,9 @@ class _SignalledAcks:
         self.sock.close(linger=linger)
 
 
+@pytest.mark.usefixtures("sigusr1")
 def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
-    queue: tuple[MessageQueue, MessageQueue, MessageQueue], sigusr1: None,
+    queue: tuple[MessageQueue, MessageQueue, MessageQueue],
 ) -> None:
     """The remote reader consumes a frame, then acknowledges it (nothing more queued):
     a signal there. Before, the next dequeue returned the message after it: 'b' was
@@ -139,11 +127,11 @@ def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
     acks = _SignalledAcks(remote._ack_sock)  # type: ignore[attr-defined]
     remote._ack_sock = acks  # type: ignore[attr-defined]
     wait_queued(remote)
-    with pytest.raises(_Interrupt):
+    with pytest.raises(Interrupt):
         remote.dequeue(timeout=T)
     assert not acks.armed
     w.enqueue("c", timeout=T)
-    with pytest.raises(DecodeError, match="its unpickling was interrupted by _Interrupt"):
+    with pytest.raises(DecodeError, match="its unpickling was interrupted by Interrupt"):
         remote.dequeue(timeout=T)
     assert remote.dequeue(timeout=T) == "c"
 

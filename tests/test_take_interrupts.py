@@ -26,26 +26,13 @@ from types import CodeType, FrameType
 from typing import Any
 
 import pytest
+from support.signals import Interrupt, sigusr1  # noqa: F401 (a fixture, used by name)
 
 from verifiedring import MessageQueue
 from verifiedring.cursors import ReaderCursor
 from verifiedring.queue import wire
 
 T = 10.0
-
-
-class _Interrupt(BaseException):
-    """What the signal handler raises (KeyboardInterrupt's place)."""
-
-
-@pytest.fixture
-def sigusr1() -> Iterator[None]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Interrupt
-
-    old = signal.signal(signal.SIGUSR1, handler)
-    yield
-    signal.signal(signal.SIGUSR1, old)
 
 
 @pytest.fixture
@@ -78,15 +65,16 @@ def _signal_at_entry(code: CodeType) -> list[int]:
 def _dequeue_interrupted(r: MessageQueue, code: CodeType) -> None:
     sent = _signal_at_entry(code)
     try:
-        with pytest.raises(_Interrupt):
+        with pytest.raises(Interrupt):
             r.dequeue(timeout=T)
     finally:
         sys.setprofile(None)
     assert sent == [1], "the signal was not sent: the function was not entered"
 
 
+@pytest.mark.usefixtures("sigusr1")
 def test_an_interrupt_at_the_release_is_delivered_by_the_next_dequeue(
-    queue: tuple[MessageQueue, MessageQueue], sigusr1: None
+    queue: tuple[MessageQueue, MessageQueue]
 ) -> None:
     w, r = queue
     w.enqueue("a", timeout=T)
@@ -96,8 +84,9 @@ def test_an_interrupt_at_the_release_is_delivered_by_the_next_dequeue(
     assert [r.dequeue(timeout=T) for _ in range(3)] == ["a", "b", "c"]
 
 
+@pytest.mark.usefixtures("sigusr1")
 def test_an_interrupt_after_the_take_reads_the_held_chunk_next(
-    queue: tuple[MessageQueue, MessageQueue], sigusr1: None
+    queue: tuple[MessageQueue, MessageQueue]
 ) -> None:
     w, r = queue
     w.enqueue("a", timeout=T)
