@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import zmq
+from support.cursor_stand_in import CursorStandIn
 from support.ranks import remote_ranks
 
 from verifiedring import BrokenPeerError, MessageQueue, RingTimeoutError, ShmRingBuffer
@@ -145,7 +146,7 @@ def test_overflow_frame_follows_its_published_marker(queues: Make) -> None:
     assert r.dequeue(T) == "end"
 
 
-class _ArrivesDuringRingWait:
+class _ArrivesDuringRingWait(CursorStandIn):
     """Stands in for a LocalReader's ring cursor to make one interleaving certain:
     the reader's first poll fails; on the second (inside its ring wait) the writer
     publishes an overflow marker and sends its frame, and the ring is reported
@@ -153,7 +154,7 @@ class _ArrivesDuringRingWait:
     arrives, and is taken from the socket, while the reader waits on the ring."""
 
     def __init__(self, cursor: ReaderCursor, sock: zmq.Socket[Any], send: Callable[[], None]):
-        self.cursor = cursor
+        super().__init__(cursor)
         self.sock = sock
         self.send: Callable[[], None] | None = send
         self.polls = 0
@@ -170,15 +171,6 @@ class _ArrivesDuringRingWait:
         if self.sock.poll(0):
             return False  # the reader has not looked at its socket yet
         return self.cursor.poll()
-
-    def __enter__(self) -> memoryview:
-        return self.cursor.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cursor.__exit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.cursor, name)
 
 
 def test_frame_that_arrives_during_a_ring_wait_is_kept(queues: Make) -> None:

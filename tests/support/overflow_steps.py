@@ -11,6 +11,7 @@ from typing import Any
 
 import zmq
 
+from support.cursor_stand_in import CursorStandIn
 from verifiedring import MessageQueue
 from verifiedring.queue import wire
 from verifiedring.queue.flavors.overflow import OverflowReader
@@ -29,7 +30,7 @@ _RING_WAIT_CODE = OverflowReader._ring_or_shutdown.__code__
 FILL = bytes(1 << 20)  # a fill frame: larger than a socket buffer
 
 
-class RingGate:
+class RingGate(CursorStandIn):
     """Stands in for a local reader's ring cursor: a poll that fails inside the
     reader's ring wait parks the reader (``actor``) at RING_WAIT until a rule grants
     it; granted LOOK, it waits until its socket holds a frame and drains the socket
@@ -37,7 +38,7 @@ class RingGate:
 
     def __init__(self, cursor: ReaderCursor, sched: Scheduler, actor: str,
                  reader: MessageQueue, wait_ms: int) -> None:
-        self.cursor = cursor
+        super().__init__(cursor)
         self.sched = sched
         self.actor = actor
         self.reader = reader
@@ -52,15 +53,6 @@ class RingGate:
             assert self.sock.poll(self.wait_ms), "the frame sent never reached the reader"
             look_at_socket_next(self.reader)
         return False
-
-    def __enter__(self) -> memoryview:
-        return self.cursor.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cursor.__exit__(*exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.cursor, name)
 
 
 class WedgedSubscriber:
