@@ -149,9 +149,7 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
             got = [e.action for e in self._ended(actor)[first:first + 1]]
             assert got == [ends], f"{actor} granted {step} ended {got}, not {ends}"
         for who in (WRITER_ACTOR, READER):
-            for e in self._ended(who)[self.seen[who]:]:
-                self._note(e)
-            self.seen[who] = len(self._ended(who))
+            self._notes(who)
 
     def _note(self, e: Ended) -> None:
         OverflowStepMachine.fired[e.action] += 1

@@ -101,7 +101,7 @@ class RunStepMachine(StepActors, RuleBasedStateMachine):
         self.planned: tuple[Any, ...] = ()  # the outcome of the message being enqueued
         self.results: list[tuple[Any, ...]] = []  # what the reader's dequeues gave
         self.calls = 0  # dequeue calls handed to the reader
-        self.seen = [0, 0]  # the steps of each actor counted so far
+        self.seen = {WRITER_ACTOR: 0, READER: 0}  # the steps of each actor noted so far
         for actor in (WRITER_ACTOR, READER):
             self._check(sched.settle(actor))
 
@@ -137,14 +137,12 @@ class RunStepMachine(StepActors, RuleBasedStateMachine):
             RunStepMachine.fired["writer waits on a full ring"] += 1
         other = READER if actor == WRITER_ACTOR else WRITER_ACTOR
         self._check(self.sched.settle(other, self._blocked(other)))  # it may go on now
-        for k, who in enumerate((WRITER_ACTOR, READER)):
-            for e in self._ended(who)[self.seen[k]:]:
-                assert e.action == e.begun, f"{who} began {e.begun} but ended {e.action}"
-                RunStepMachine.fired[e.action] += 1
-                self._note(e)
-            self.seen[k] = len(self._ended(who))
+        for who in (WRITER_ACTOR, READER):
+            self._notes(who)
 
     def _note(self, e: Ended) -> None:
+        assert e.action == e.begun, f"began {e.begun} but ended {e.action}"
+        RunStepMachine.fired[e.action] += 1
         if e.action == WRITER_ABORT_RUN:
             self.outcome[e.seq] = ("aborted",)
             RunStepMachine.fired["abort after " + ("FIRST" if self._parts(e.seq) == 1

@@ -157,13 +157,14 @@ QUEUE_MACHINES = (
     ("test_queue_stateful.py", "RunMachine"),
     ("test_queue_steps.py", "RunStepMachine"),
     ("test_overflow_steps.py", "OverflowStepMachine"),
+    ("test_remote_steps.py", "RemoteStepMachine"),
 )
 
 
 def test_queue_machines_drive_every_queue_action() -> None:
     """QueueMachine (socket overflow, remote reader), RunMachine (runs),
-    RunStepMachine (runs, step by step) and OverflowStepMachine (overflow frames, step
-    by step) together."""
+    RunStepMachine (runs, step by step), OverflowStepMachine (overflow frames, step
+    by step) and RemoteStepMachine (the remote reader, step by step) together."""
     driven: set[str] = set()
     for test_file, machine in QUEUE_MACHINES:
         rules, actions = machine_rules(test_file, machine)
@@ -179,11 +180,12 @@ def test_queue_machines_drive_every_queue_action() -> None:
     )
 
 
-@pytest.mark.parametrize(("test_file", "machine"), QUEUE_MACHINES[2:], ids=["runs", "overflow"])
+@pytest.mark.parametrize(("test_file", "machine"), QUEUE_MACHINES[2:],
+                         ids=["runs", "overflow", "remote"])
 def test_step_machine_rules_fire_one_action_each(test_file: str, machine: str) -> None:
-    """RunStepMachine, OverflowStepMachine: every protocol rule drives exactly its own
-    action (the machine checks at each grant that the step which ended is the one its
-    rule named)."""
+    """RunStepMachine, OverflowStepMachine, RemoteStepMachine: every protocol rule drives
+    exactly its own action (the machine checks at each grant that the step which ended
+    is the one its rule named)."""
     rules, actions = machine_rules(test_file, machine)
     protocol_rules = {r for r in rules if r[0].isupper()}
     assert actions == {r: (r,) for r in protocol_rules}
