@@ -73,3 +73,9 @@ def test_rewrite_changes_only_the_lines_between_the_markers() -> None:
 def test_rewrite_refuses_a_doc_without_one_pair_of_markers() -> None:
     with pytest.raises(ValueError, match="want one"):
         readme.rewrite(DOC.replace("<!-- bench-results:end -->\n", ""), [])
+
+
+def test_a_unit_is_written_once_only_when_every_figure_has_it() -> None:
+    assert readme.joined([168.0, 412.0], readme.us, " µs") == "168 / 412 µs"
+    assert readme.joined([412.0, 1340.0], readme.us, " µs") == "412 µs / 1.34 ms"
+    assert readme.joined([412.0, None], readme.us, " µs") == ""
