@@ -371,14 +371,14 @@ class RemoteStepMachine(StepActors, RuleBasedStateMachine):
             assert not hung, f"still running after teardown: {hung}"
 
 
-#: What a run must reach at least: about half the least of 10 runs (which all agreed).
+#: A third of an idle machine's counts: which rules are enabled depends on thread timing.
 FLOORS = {
-    WRITER_PUBLISH_CHUNK: 700, WRITER_SEND_REMOTE_FRAME: 700, REMOTE_RECV_FRAME: 700,
-    WRITER_SHUTDOWN: 370, REMOTE_SEE_SHUTDOWN: 370, READER_CLOSE: 370, WRITER_READER_LEFT: 25,
-    WRITER_TELL_BROKEN: 25, REMOTE_SEE_BROKEN: 25, "writer waits for credit": 140,
-    "close() waits for acknowledgements": 75, "RemoteSeeShutdown acknowledges the rest": 17,
-    "reader waits for a frame": 570, "enqueue refused: broken since a reader left": 250,
-    "enqueue refused: the queue is closed": 110, "dequeue refused after the end": 500,
+    WRITER_PUBLISH_CHUNK: 450, WRITER_SEND_REMOTE_FRAME: 450, REMOTE_RECV_FRAME: 450,
+    WRITER_SHUTDOWN: 250, REMOTE_SEE_SHUTDOWN: 250, READER_CLOSE: 250, WRITER_READER_LEFT: 15,
+    WRITER_TELL_BROKEN: 15, REMOTE_SEE_BROKEN: 15, "writer waits for credit": 90,
+    "close() waits for acknowledgements": 50, "RemoteSeeShutdown acknowledges the rest": 10,
+    "reader waits for a frame": 380, "enqueue refused: broken since a reader left": 150,
+    "enqueue refused: the queue is closed": 50, "dequeue refused after the end": 330,
 }
 
 if TYPE_CHECKING:  # hypothesis builds the class on access (an untyped descriptor)
