@@ -372,6 +372,43 @@ def test_a_cut_between_the_recheck_and_the_block_ends_the_block_at_once(
     assert _asleep(p) == 0
 
 
+def test_a_signal_in_the_cut_still_wakes_the_reader(pair_factory: Callable[..., Pair]) -> None:
+    """A signal lands in ``shutdown()``'s store of what the reader is to see (CutterSetStop,
+    called from the main thread): the exception leaves the cut, and the blocked reader is
+    woken all the same. Before, the clear and the wake were skipped and the reader slept
+    to its block's bound."""
+    woken: list[float] = []
+    at_block = threading.Event()
+
+    class BlockEnds(Hooks):
+        def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+            if action == READER_BLOCK:
+                woken.append(time.monotonic())
+
+    p = pair_factory(reader_hooks=BlockEnds({READER_BLOCK: at_block.set}))
+    p.r.spin_seconds = 0.0
+    t = p.read_in_thread(1)
+    _wait(at_block, "the reader at its futex wait")  # the cut's clear or wake ends it
+
+    def stop() -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at this call's return
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            p.r.cut_sleep(stop)
+        cut = time.monotonic()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    deadline = cut + LATE
+    while not woken and time.monotonic() < deadline:  # the reader's own record of its wake
+        time.sleep(0.001)
+    assert woken and woken[0] - cut < LATE, "the cut's wake was skipped: the block ran on"
+    p.write(b"end")
+    p.join(t)
+    assert [g for g, _ in p.got] == [b"end"]
+
+
 class _CountingSleeper:
     """A Sleeper on a fake clock: each block lasts its whole bound, or ends at once for
     the blocks listed in ``woken``; it records each block's bound (seconds)."""

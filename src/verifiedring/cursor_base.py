@@ -178,15 +178,18 @@ class ReaderSide(Cursor):
         see, then the word is cleared, then it is woken (``spec/ReaderWake.tla``). The
         reader re-checks as after a timeout and sees what ``stop`` stored; the clear
         before the wake makes a cut landing between the re-check and the block end it
-        too (the futex waits only while the word is 1)."""
-        # spec: CutterSetStop
-        if stop is not None:
-            stop()
-        if self._address:
-            # spec: CutterClearSleep
-            self._sleep_words[self.reader] = 0
-            # spec: CutterWake
-            futex_wake(self._address)
+        too (the futex waits only while the word is 1). A signal at ``stop``'s return
+        still lets the clear and the wake run before it leaves."""
+        try:
+            # spec: CutterSetStop
+            if stop is not None:
+                stop()
+        finally:
+            if self._address:
+                # spec: CutterClearSleep
+                self._sleep_words[self.reader] = 0
+                # spec: CutterWake
+                futex_wake(self._address)
 
     def _describe_wait(self) -> str:
         return (
