@@ -3,7 +3,8 @@
 mutmut keeps one ``<file>.meta`` per mutated file: each mutant's exit status (None: not
 run yet). This prints the markdown table of tests/mutation/REPORT.md, one row per file of
 ``[tool.mutmut] only_mutate``, then every survivor by name (``mutmut show NAME`` prints its
-diff). Killed counts a failing test and a timeout (a mutant that never ends is caught).
+diff). Killed counts a failing test and a timeout (a mutant that never ends is caught);
+typed counts a mutant ``mypy --strict`` rejects (mutmut's type-check pass, before any test).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[2]
 #: mutmut's exit statuses, as its results name them
 KILLED = frozenset({1, 3, 36, 24, -24, 152, 255, -9, -11})
+TYPED = 37
 SURVIVED = 0
 
 
@@ -38,13 +40,15 @@ def statuses(module: str) -> dict[str, int | None]:
 
 
 def tally(codes: dict[str, int | None]) -> Counter[str]:
-    """Killed, survived, not run and other (no test reached it) of one module."""
+    """Killed, typed, survived, not run and other (no test reached it) of one module."""
     counts: Counter[str] = Counter()
     for code in codes.values():
         if code is None:
             counts["not run"] += 1
         elif code in KILLED:
             counts["killed"] += 1
+        elif code == TYPED:
+            counts["typed"] += 1
         elif code == SURVIVED:
             counts["survived"] += 1
         else:
@@ -53,8 +57,8 @@ def tally(codes: dict[str, int | None]) -> Counter[str]:
 
 
 def main() -> int:
-    print("| module | mutants | killed | survived | no test | not run | killed % |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| module | mutants | killed | typed | survived | no test | not run | caught % |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     total: Counter[str] = Counter()
     survivors: list[str] = []
     for module in modules():
@@ -71,10 +75,12 @@ def main() -> int:
 
 
 def row(name: str, n: int, counts: Counter[str]) -> str:
-    """One table row; the rate is over the mutants run."""
-    run = counts["killed"] + counts["survived"] + counts["no test"]
-    rate = f"{100 * counts['killed'] / run:.1f}" if run else "-"
-    cells = (counts["killed"], counts["survived"], counts["no test"], counts["not run"])
+    """One table row; the rate (killed or typed) is over the mutants run."""
+    caught = counts["killed"] + counts["typed"]
+    run = caught + counts["survived"] + counts["no test"]
+    rate = f"{100 * caught / run:.1f}" if run else "-"
+    cells = (counts["killed"], counts["typed"], counts["survived"], counts["no test"],
+             counts["not run"])
     return f"| {name} | {n} | " + " | ".join(map(str, cells)) + f" | {rate} |"
 
 
