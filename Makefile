@@ -32,7 +32,7 @@ mutants:  ## every known bug of tests/mutants/catalog.toml, applied to a copy; o
 	$(PYTHON) -m tests.mutants $(MUTANTS_ARGS)
 
 mutation:  ## mutants nobody chose: mutmut over the core modules, 2 workers (not in CI); then the kill rate per module (tests/mutation/)
-	$(PYTHON) -m mutmut run --max-children 2
+	OMP_NUM_THREADS=1 $(PYTHON) -m mutmut run --max-children 2
 	$(PYTHON) -m tests.mutation
 
 stress:  ## a longer soak of the multiprocess harness (see stress/README.md)

@@ -5,9 +5,8 @@ run yet). This prints the markdown table of tests/mutation/REPORT.md, one row pe
 ``[tool.mutmut] only_mutate``, then every survivor by name (``mutmut show NAME`` prints its
 diff). Killed counts a failing test; typed, a mutant ``mypy --strict`` rejects (mutmut's
 type-check pass, before any test); timeout, a run past its wall bound. Timeouts are not
-counted as caught: the arena's mutants time out in mutmut's worker while their tests pass
-in 3 s when run alone with the same mutant (tests/mutation/REPORT.md), so a timeout here
-is no evidence either way.
+counted as caught: a worker can also hang for reasons of its own (torch's thread pool
+across the fork, tests/mutation/REPORT.md), so a timeout is no evidence either way.
 """
 
 from __future__ import annotations
