@@ -73,8 +73,11 @@ def test_reader_of_a_killed_writer_is_told(local: bool) -> None:
                 r.dequeue(0)  # and it stays that way
 
 
-@pytest.mark.parametrize("local", [True, False], ids=["local", "remote"])
-def test_writer_waiting_for_a_killed_reader_is_told(local: bool) -> None:
+@pytest.mark.parametrize(
+    ("local", "in_place"), [(True, False), (False, False), (True, True)],
+    ids=["local", "remote", "local-acquire_write"],
+)
+def test_writer_waiting_for_a_killed_reader_is_told(local: bool, in_place: bool) -> None:
     with MessageQueue(
         2, 2 if local else 0, [0, 1] if local else [], connect_ip=LOOPBACK, max_chunks=2,
         remote_window=4,
@@ -92,7 +95,11 @@ def test_writer_waiting_for_a_killed_reader_is_told(local: bool) -> None:
 
             def fill() -> None:
                 while True:  # the ring (2 chunks) or the window (4) fills, then it waits
-                    w.enqueue("more", timeout=None)
+                    if in_place:
+                        with w.acquire_write(timeout=None) as buf:
+                            buf[0] = 1
+                    else:
+                        w.enqueue("more", timeout=None)
 
             err = _raises_within(fill, BOUND)
             assert f"reader rank 1 (pid {pid} on host {socket.gethostname()})" in str(err)

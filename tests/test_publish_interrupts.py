@@ -23,9 +23,19 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from support.signals import Interrupt, InterruptBefore
 
 from verifiedring import BrokenPeerError, MessageAbortedError, MessageQueue, RingTimeoutError
-from verifiedring.queue.wire import INLINE, RUN_FIRST, RUN_LAST, RUN_MORE, read_header
+from verifiedring.queue.wire import (
+    HEADER_BYTES,
+    INLINE,
+    RAW,
+    RUN_FIRST,
+    RUN_LAST,
+    RUN_MORE,
+    read_header,
+)
+from verifiedring.steps import WRITER_PUBLISH
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -151,3 +161,61 @@ def test_an_interrupt_after_a_run_s_last_store_sends_the_message(
     assert kinds[0] == RUN_FIRST and kinds[-1] == RUN_LAST
     w.enqueue("after", timeout=T)
     assert _drain(r) == [big, "after"]
+
+
+@pytest.mark.parametrize("how", ["enqueue", "stream", "acquire_write"])
+def test_an_interrupt_before_the_publish_store_leaves_the_sequence_number_unused(
+    made: list[MessageQueue], how: str
+) -> None:
+    """Interrupted before WriterPublish's store (``WriterAbort`` in ``"publish"``):
+    nothing of the message is out, the chunk is claimed again and the next message
+    takes its number; the writer goes on."""
+    w, (r,) = _queue(0, **({"large_objects": "stream"} if how == "stream" else {}))
+    made += [w, r]
+    w.enqueue("m0", timeout=T)
+    interrupt = InterruptBefore(WRITER_PUBLISH)
+    w._local.cursor.observer = interrupt  # type: ignore[attr-defined]
+    interrupt.armed = True
+    with pytest.raises(Interrupt):
+        if how == "acquire_write":
+            with w.acquire_write(T) as buf:
+                buf[:2] = b"m1"
+        else:
+            w.enqueue("m1", timeout=T)
+    w.enqueue("m2", timeout=T)  # seq 1, in chunk 1
+    assert _drain(r) == ["m0", "m2"]
+
+
+def test_an_interrupt_after_an_in_place_publish_uses_up_the_sequence_number(
+    made: list[MessageQueue],
+) -> None:
+    w, (r,) = _queue(0)
+    made += [w, r]
+    w.enqueue("m0", timeout=T)
+    w.enqueue("m1", timeout=T)
+    with interrupt_at(w) as kinds, pytest.raises(_Interrupt), w.acquire_write(T) as buf:
+        buf[:2] = b"m2"
+    assert kinds == [RAW]
+    w.enqueue("m3", timeout=T)  # seq 3: 2 is out, and the writer is not broken
+    assert _drain(r) == ["m0", "m1", b"m2" + bytes(4096 - HEADER_BYTES - 2), "m3"]
+
+
+def test_an_in_place_publish_interrupted_with_its_remote_frame_due_breaks_the_writer(
+    made: list[MessageQueue],
+) -> None:
+    w, (local, remote) = _queue(1)
+    made += [w, local, remote]
+    w.enqueue("m0", timeout=T)
+    with interrupt_at(w), pytest.raises(_Interrupt), w.acquire_write(T) as buf:
+        buf[:2] = b"m1"  # in the ring; its remote frame never sent
+    with pytest.raises(BrokenPeerError) as info:
+        w.enqueue("m2", timeout=T)
+    assert str(info.value) == (
+        f"writer (pid {os.getpid()}): broken since publishing message seq 1 was "
+        "interrupted (_Interrupt) after its publish store"
+    )
+    payload = b"m1" + bytes(4096 - HEADER_BYTES - 2)
+    for r, want in ((local, ["m0", payload]), (remote, ["m0"])):
+        assert [r.dequeue(timeout=T) for _ in want] == want
+        with pytest.raises(BrokenPeerError, match="broke for good after sending 1 messages"):
+            r.dequeue(timeout=T)

@@ -35,6 +35,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.objects: list[object] = []  # each event's object itself
         self._open: set[str] = set()
 
     def begin(self, actor: str) -> None:
@@ -43,6 +44,7 @@ class Recorder:
 
     def end(self, actor: str, action: str, seq: int, obj: object = None, kind: str = "") -> None:
         self._open.discard(actor)
+        self.objects.append(obj)
         what = obj if obj is None or isinstance(obj, str) else type(obj).__name__
         self.events.append((actor, action, seq, what, kind))
 
@@ -54,6 +56,7 @@ def _ready(rec: Recorder, *queues: MessageQueue) -> None:
     for q in queues:
         q.wait_until_ready(T)
     rec.events.clear()
+    rec.objects.clear()
 
 
 def _error(call: Any) -> BaseException:
@@ -209,3 +212,29 @@ def test_a_failed_unpickling_and_an_aborted_run_are_each_one_reported_message() 
     ]
     for q in (local, w):
         q.close()
+
+
+def test_an_in_place_message_is_reported_with_the_bytes_written() -> None:
+    """acquire_write's WriterPublishChunk carries the payload as written (the object
+    trace validation compares with the reader's), for a writer with and without a
+    remote reader (whose frame is a copy of it)."""
+    for n_remote in (0, 1):
+        rec = Recorder()
+        w = MessageQueue(1 + n_remote, 1, [0], connect_ip=LOOPBACK if n_remote else None,
+                         max_chunk_bytes=64, max_chunks=2, observer=rec)
+        readers = [MessageQueue.create_from_handle(w.export_handle(), r, observer=rec)
+                   for r in range(1 + n_remote)]
+        try:
+            _ready(rec, w, *readers)
+            with w.acquire_write(T) as buf:
+                buf[:3] = b"abc"
+                size = len(buf)
+            payload = b"abc" + bytes(size - 3)
+            assert [r.dequeue(T) for r in readers] == [payload] * (1 + n_remote)
+            writer = [(e, o) for e, o in zip(rec.events, rec.objects, strict=True)
+                      if e[0] == "writer"]
+            assert writer[0] == (("writer", "WriterPublishChunk", 0, "bytes", "inline"), payload)
+            assert len(writer) == 1 + n_remote  # and WriterSendRemoteFrame
+        finally:
+            for q in (*readers, w):
+                q.close()

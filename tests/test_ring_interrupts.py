@@ -13,30 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from support.signals import Interrupt, InterruptBefore
 
 from verifiedring import RingTimeoutError, ShmRingBuffer
 from verifiedring.steps import WRITER_CLEAR_READ_FLAG, WRITER_PUBLISH
-
-
-class _Interrupt(BaseException):
-    """Stands in for KeyboardInterrupt."""
-
-
-class _InterruptBefore:
-    """Once armed, raises once, before the next step named ``action`` (on read flag
-    ``reader``)."""
-
-    def __init__(self, action: str, reader: int | None) -> None:
-        self.target = (action, reader)
-        self.armed = False
-
-    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        if self.armed and (action, reader) == self.target:
-            self.armed = False
-            raise _Interrupt
-
-    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
-        pass
 
 
 @pytest.fixture
@@ -62,7 +42,7 @@ def attached(ring: ShmRingBuffer) -> Iterator[list[ShmRingBuffer]]:
 def test_a_write_interrupted_inside_exit_stays_unpublished(
     ring: ShmRingBuffer, attached: list[ShmRingBuffer], action: str, reader: int | None
 ) -> None:
-    interrupt = _InterruptBefore(action, reader)
+    interrupt = InterruptBefore(action, reader)
     w = ring.writer(observer=interrupt)
     readers = [attached[0].reader(0), attached[1].reader(1)]
     for lap in range(2):  # both chunks once: the next write is on a later lap
@@ -72,7 +52,7 @@ def test_a_write_interrupted_inside_exit_stays_unpublished(
             with r.acquire_read(5) as got:
                 assert got[0] == lap
     interrupt.armed = True
-    with pytest.raises(_Interrupt), w.acquire_write(5) as buf:
+    with pytest.raises(Interrupt), w.acquire_write(5) as buf:
         buf[:1] = b"X"  # the previous lap's chunk 0 is being rewritten
     assert w.index == 0
     for r in readers:  # nothing published: the torn chunk is invisible to both

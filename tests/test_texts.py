@@ -11,7 +11,7 @@ import numpy
 import pytest
 from support.groups import Group
 
-from verifiedring import MisuseError, ShmRingBuffer
+from verifiedring import BusyError, MisuseError, ShmRingBuffer
 from verifiedring.waiting import _seconds
 
 
@@ -53,3 +53,40 @@ def test_a_timeout_of_another_numeric_type_keeps_its_kind() -> None:
     half = _seconds(Fraction(1, 2))
     assert (whole, type(whole)) == (2, int)
     assert (half, type(half)) == (0.5, float)
+
+
+def test_acquire_read_of_an_object_names_its_type_and_that_it_was_consumed(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1, 1)
+    pid = os.getpid()
+    g.writer.enqueue({"not": "x" * 5000}, timeout=10)  # overflow: not in one chunk
+    g.writer.enqueue("next", timeout=10)
+    for r, who in zip(g.readers, ("local reader rank 1", "remote reader rank 2"), strict=True):
+        with pytest.raises(MisuseError) as info, r.acquire_read(10):
+            pass
+        assert str(info.value) == (
+            f"{who} (pid {pid}): acquire_read() got an object of type dict, not the bytes "
+            "of an acquire_write(); it was consumed (use dequeue())"
+        )
+        assert r.dequeue(10) == "next"
+
+
+def test_a_call_from_a_second_thread_names_the_call_and_the_rule(
+    group: Callable[..., Group],
+) -> None:
+    g = group(1)
+    pid = os.getpid()
+    with g.writer.acquire_write(10), pytest.raises(BusyError) as info:
+        g.writer.enqueue("nested", timeout=10)
+    assert str(info.value) == (
+        f"writer (pid {pid}): enqueue() called while another thread is inside this end's "
+        "enqueue() or dequeue(): a queue end is used from one thread"
+    )
+
+
+def test_a_half_built_queue_end_has_a_repr(group: Callable[..., Group]) -> None:
+    """What a debugger shows for ``self`` on the first line of ``__init__``."""
+    g = group(1)
+    cls = type(g.readers[0])
+    assert repr(cls.__new__(cls)) == f"<{cls.__name__} unopened>"

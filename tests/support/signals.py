@@ -23,3 +23,21 @@ def sigusr1() -> Iterator[None]:
     old = signal.signal(signal.SIGUSR1, handler)
     yield
     signal.signal(signal.SIGUSR1, old)
+
+
+class InterruptBefore:
+    """A ring observer that, once armed, raises :class:`Interrupt` once, before the
+    next step named ``action`` (on read flag ``reader``): an interrupt landing exactly
+    there, as one delivered at the return of the call before that store would."""
+
+    def __init__(self, action: str, reader: int | None = None) -> None:
+        self.target = (action, reader)
+        self.armed = False
+
+    def before_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        if self.armed and (action, reader) == self.target:
+            self.armed = False
+            raise Interrupt
+
+    def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
+        pass

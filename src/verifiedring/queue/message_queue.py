@@ -224,10 +224,10 @@ class MessageQueue:
 
     def __repr__(self) -> str:
         try:
-            who = self._who()
-        except Exception:  # half-built: no identity yet
-            who = "unopened"
-        return f"<{type(self).__name__} {who} seq {self._seq} {self._state.value}>"
+            who, seq, state = self._who(), self._seq, self._state.value
+        except AttributeError:  # half-built (a debugger's view of __init__): no fields yet
+            return f"<{type(self).__name__} unopened>"
+        return f"<{type(self).__name__} {who} seq {seq} {state}>"
 
     def _wrong_role(self, call: str) -> MisuseError:
         role = "the writer" if self.is_writer else "a reader"

@@ -64,13 +64,12 @@ class WriterEnd(WriterBase):
         self, exc: BaseException, seq: int, local: LocalTransmitter,
         remote: RemoteTransmitter | None,
     ) -> None:
-        """Message ``seq``'s local path raised: mid-run, the run's ABORT is due; after
-        its publish store (a chunk, a run's LAST), ``seq`` is used up."""
+        """Message ``seq``'s local path (one chunk) raised: mid-run, the run's ABORT is
+        due; after its publish store, ``seq`` is used up. (A run's LAST interrupted
+        after its store is the stream's: ``QueueWriter._stream``.)"""
         runs = self._runs
         if runs is not None and runs.active:
             self._state = _RUN
-        elif runs is not None and runs.run.ended == seq:
-            self._published_then_interrupted(exc, seq, False, remote)
         elif local.published[0] == seq:
             self._published_then_interrupted(exc, seq, local.published[1], remote)
 
