@@ -32,6 +32,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from support.arenas import MIB, ArenaGroup, T, pattern
 from support.fakes import segment_exists
 
 from verifiedring import DecodeError, MessageQueue, MisuseError, RingTimeoutError, arena
@@ -50,9 +51,6 @@ from verifiedring.testing.blocked import ThreadInWait
 from verifiedring.testing.faults import arena_of, before_arena_fences
 from verifiedring.testing.launcher import Supervisor, Task, raise_for
 
-T = 20.0
-MIB = 1 << 20
-
 
 def address(buf: Any) -> int:
     """The address of a writable buffer's first byte."""
@@ -61,11 +59,6 @@ def address(buf: Any) -> int:
 
 def inside(ptr: int, buf: Any) -> bool:
     return address(buf) <= ptr < address(buf) + len(buf)
-
-
-def pattern(m: int, n: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-    """Message ``m``'s tensor: distinct for every message."""
-    return (torch.arange(n, dtype=torch.int64) * 7 + m * 1_000_003).to(dtype)
 
 
 # --- CPU tensors out of band (no arena) ---------------------------------------------
@@ -180,36 +173,6 @@ def test_tensors_through_the_queue_arrive_exact_and_writable(chunk: int) -> None
 
 
 # --- the arena through the queue ----------------------------------------------------
-
-
-class ArenaGroup:
-    """A writer with an arena and ``n`` local readers, all in this process."""
-
-    def __init__(self, n: int, **kw: Any) -> None:
-        kw.setdefault("arena_slots", 2)
-        kw.setdefault("arena_slot_bytes", 16 * MIB)
-        self.writer = MessageQueue(n, n, max_chunk_bytes=1 * MIB, max_chunks=4,
-                                   enable_shm_tensor_arena=True, **kw)
-        h = self.writer.export_handle()
-        self.readers = [MessageQueue.create_from_handle(h, r) for r in range(n)]
-        self.writer.wait_until_ready(T)
-        for r in self.readers:
-            r.wait_until_ready(T)
-
-    @property
-    def arena(self) -> ArenaWriter:
-        a = arena_of(self.writer)
-        assert isinstance(a, ArenaWriter)
-        return a
-
-    def reader_arena(self, i: int) -> ArenaReader:
-        a = arena_of(self.readers[i])
-        assert isinstance(a, ArenaReader)
-        return a
-
-    def close(self) -> None:
-        for q in [self.writer, *self.readers]:
-            q.close()
 
 
 @pytest.fixture
