@@ -18,7 +18,7 @@ NCWWriterClearWritten ==      \* no store
 
 NCWWriter == \/ WriterPollWritten \/ WriterPollReadFlag \/ NCWWriterClearWritten
              \/ WriterFillPayload \/ WriterAbort \/ WriterClearReadFlag
-             \/ WriterPublish
+             \/ WriterPublish \/ WriterExitCut
 NCWNext == NCWWriter \/ (\E r \in Readers : Reader(r)) \/ Done
 NCWSpec == Init /\ [][NCWNext]_vars /\ WF_vars(NCWWriter)
            /\ \A r \in Readers : WF_vars(Reader(r))

@@ -68,9 +68,11 @@ vars    == <<shared, wvars, rvars>>
 
 \* wpc: "poll" next loads written; "pollflag" next loads read flag wflag;
 \* "flags" next clears read flag wflag.  wflag is 0 in every other state.
-WriterPCs == {"poll", "pollflag", "clear", "fill", "flags", "publish", "done"}
+\* "held": a with-block's exit was cut and nothing lets its chunk go (only the
+\* mutant's ExitCutLetsGo = FALSE reaches it).
+WriterPCs == {"poll", "pollflag", "clear", "fill", "flags", "publish", "held", "done"}
 \* rpc: "poll" next makes the poll's first load, "poll2" its second load.
-ReaderPCs == {"poll", "poll2", "read", "release", "raised", "done", "fault"}
+ReaderPCs == {"poll", "poll2", "read", "release", "raised", "held", "done", "fault"}
 
 TypeOK ==
     /\ written  \in [Chunks -> {0, 1}]
@@ -176,6 +178,24 @@ WriterPublish ==
     /\ wpc' = IF sent + 1 = MaxMsgs THEN "done" ELSE "poll"
     /\ UNCHANGED <<readFlag, payload, wflag, aborts, rvars>>
 
+\* leases.py: WriteLease.__del__ (WriterExitCut).  An asynchronous exception
+\* landed at the entry of the with-block's __exit__, after the body ("flags",
+\* before the first clear): CPython checks for pending signals as a function
+\* starts, so no exit code ran.  The lease, the with-statement's own object,
+\* dies holding the chunk and lets it go as WriterAbort does: no store, the
+\* index stays, the message is not sent; its complete bytes are no sent
+\* message (Torn, for the invariants).  Bounded with the aborts.  With
+\* ExitCutLetsGo = FALSE (the cursor as its own context manager, the code
+\* before the leases) the chunk stays held.
+ExitCutLetsGo == TRUE
+WriterExitCut ==
+    /\ wpc = "flags" /\ wflag = 0
+    /\ aborts < MaxAborts
+    /\ payload' = [payload EXCEPT ![windex] = Torn]
+    /\ aborts' = aborts + 1
+    /\ wpc' = IF ExitCutLetsGo THEN "poll" ELSE "held"
+    /\ UNCHANGED <<written, readFlag, windex, wflag, sent, rvars>>
+
 -----------------------------------------------------------------------------
 (*************************************** readers ***************************)
 
@@ -219,14 +239,33 @@ ReaderReadPayload(r) ==
 
 \* cursors.py: ReaderCursor.__exit__ (ReaderRelease), after FR2; runs also when
 \* the caller raised.
-ReaderRelease(r) ==
+Released(r) ==     \* the release store, and the advance to the next chunk
     LET c == rindex[r] IN
-    /\ rpc[r] \in {"release", "raised"}
     /\ readFlag' = [readFlag EXCEPT ![c][FlagIndex(r)] = 1]
     /\ rindex' = [rindex EXCEPT ![r] = Succ(c)]
     /\ rpc' = [rpc EXCEPT ![r] = IF Len(delivered[r]) >= MaxMsgs
                                    THEN "done" ELSE "poll"]
-    /\ UNCHANGED <<written, payload, wvars, delivered, raises>>
+
+ReaderRelease(r) ==
+    /\ rpc[r] \in {"release", "raised"}
+    /\ Released(r)
+    /\ raises' = raises
+    /\ UNCHANGED <<written, payload, wvars, delivered>>
+
+\* leases.py: ReadLease.__del__ (ReaderExitCut).  The with-block's __exit__
+\* was cut at its entry (after the body, which may have raised); the lease
+\* dies holding the chunk and releases it: ReaderRelease's store and advance.
+\* Bounded with the reader raises (the caller sees an exception).  With
+\* ExitCutLetsGo = FALSE the chunk stays taken and unreleased.
+ReaderExitCut(r) ==
+    /\ rpc[r] \in {"release", "raised"}
+    /\ raises < MaxReaderRaises
+    /\ raises' = raises + 1
+    /\ IF ExitCutLetsGo
+         THEN Released(r)
+         ELSE /\ rpc' = [rpc EXCEPT ![r] = "held"]
+              /\ UNCHANGED <<readFlag, rindex>>
+    /\ UNCHANGED <<written, payload, wvars, delivered>>
 
 -----------------------------------------------------------------------------
 AllDone == wpc = "done" /\ \A r \in Readers : rpc[r] = "done"
@@ -236,10 +275,10 @@ Done == AllDone /\ UNCHANGED vars
 
 Writer == \/ WriterPollWritten \/ WriterPollReadFlag \/ WriterClearWritten
           \/ WriterFillPayload \/ WriterAbort \/ WriterClearReadFlag
-          \/ WriterPublish
+          \/ WriterPublish \/ WriterExitCut
 
 Reader(r) == \/ ReaderPollReadFlag(r) \/ ReaderPollWritten(r)
-             \/ ReaderReadPayload(r) \/ ReaderRelease(r)
+             \/ ReaderReadPayload(r) \/ ReaderRelease(r) \/ ReaderExitCut(r)
 
 Next == Writer \/ (\E r \in Readers : Reader(r)) \/ Done
 

@@ -76,6 +76,7 @@ StepOf(e) ==
       [] e.action = "WriterClearReadFlag" ->
             IsWriterEvent(e) /\ e.reader = wflag /\ WriterClearReadFlag
       [] e.action = "WriterPublish" -> IsWriterEvent(e) /\ WriterPublish
+      [] e.action = "WriterExitCut" -> IsWriterEvent(e) /\ WriterExitCut
       [] e.action = "ReaderPollReadFlag" -> IsReaderEvent(e) /\ ReaderPollReadFlag(e.rd)
       [] e.action = "ReaderPollWritten" -> IsReaderEvent(e) /\ ReaderPollWritten(e.rd)
       [] e.action = "ReaderReadPayload" ->
@@ -83,6 +84,7 @@ StepOf(e) ==
             /\ ReaderReadPayload(e.rd)
             /\ rpc'[e.rd] = IF e.raised THEN "raised" ELSE "release"
       [] e.action = "ReaderRelease" -> IsReaderEvent(e) /\ ReaderRelease(e.rd)
+      [] e.action = "ReaderExitCut" -> IsReaderEvent(e) /\ ReaderExitCut(e.rd)
       [] OTHER -> FALSE
 
 \* ... on the actor's current chunk (before the step).

@@ -64,6 +64,7 @@ from verifiedring.steps import (
     READER_ANNOUNCE_SLEEP,
     READER_BLOCK,
     READER_END_SLEEP,
+    READER_EXIT_CUT,
     READER_POLL_READ_FLAG,
     READER_POLL_WRITTEN,
     READER_READ_PAYLOAD,
@@ -74,6 +75,7 @@ from verifiedring.steps import (
     WRITER_CLEAR_READ_FLAG,
     WRITER_CLEAR_SLEEP,
     WRITER_CLEAR_WRITTEN,
+    WRITER_EXIT_CUT,
     WRITER_FILL_PAYLOAD,
     WRITER_POLL_READ_FLAG,
     WRITER_POLL_WRITTEN,
@@ -94,7 +96,7 @@ CHUNK_BYTES = HEADER.size + MAX_PAYLOAD
 TRACE_TAIL = 80  # steps of trace shown in a failure message
 
 # The writer's with-body, after storing the payload, waits for one of these.
-AFTER_FILL = (WRITER_ABORT, WRITER_CLEAR_READ_FLAG)
+AFTER_FILL = (WRITER_ABORT, WRITER_CLEAR_READ_FLAG, WRITER_EXIT_CUT)
 # An actor parked at one of these is polling (its chunk's flags decide what comes next).
 WRITER_POLLS = ((WRITER_POLL_WRITTEN,), (WRITER_POLL_READ_FLAG,))
 READER_POLLS = ((READER_POLL_READ_FLAG,), (READER_POLL_WRITTEN,))
@@ -110,33 +112,47 @@ class _BodyRaised(Exception):
 
 
 def _writer_body(sched: Scheduler, cursor: WriterCursor) -> None:
-    """One `with acquire_write()` of the writer thread."""
+    """One `with acquire_write()` of the writer thread, spelled out: its exit is the
+    lease's ``__exit__`` (a normal one, or one after the body raised) or none at all
+    (WriterExitCut: cut at its entry, the lease dies holding the chunk)."""
+    lease = cursor.acquire_write()
+    buf = lease.__enter__()
+    payload = sched.actors[WRITER_ACTOR].data
+    assert isinstance(payload, bytes)
+    buf[: HEADER.size] = HEADER.pack(len(payload))
+    buf[HEADER.size : HEADER.size + len(payload)] = payload
     try:
-        with cursor.acquire_write() as buf:
-            payload = sched.actors[WRITER_ACTOR].data
-            assert isinstance(payload, bytes)
-            buf[: HEADER.size] = HEADER.pack(len(payload))
-            buf[HEADER.size : HEADER.size + len(payload)] = payload
-            action, scribble = sched.park(WRITER_ACTOR, AFTER_FILL, cursor.index)
-            if action == WRITER_ABORT:
-                assert isinstance(scribble, bytes)
-                buf[: len(scribble)] = scribble  # a partial store, then raise
-                raise _BodyRaised
-    except _BodyRaised:
-        pass
+        action, scribble = sched.park(WRITER_ACTOR, AFTER_FILL, cursor.index)
+    except BaseException as exc:  # unwound at teardown: the with-statement's exit
+        lease.__exit__(type(exc), exc, None)
+        raise
+    if action == WRITER_ABORT:
+        assert isinstance(scribble, bytes)
+        buf[: len(scribble)] = scribble  # a partial store, then raise
+    del buf
+    if action == WRITER_EXIT_CUT:
+        del lease
+    elif action == WRITER_ABORT:
+        lease.__exit__(_BodyRaised, _BodyRaised(), None)
+    else:
+        lease.__exit__(None, None, None)
 
 
 def _reader_body(sched: Scheduler, cursor: ReaderCursor) -> None:
-    """One `with acquire_read()` of a reader thread."""
+    """One `with acquire_read()` of a reader thread, spelled out: the body may raise
+    (``"raise"``), and its exit may be cut at its entry (``"cut"``: ReaderExitCut)."""
     a = sched.actors[cursor.actor]
-    try:
-        with cursor.acquire_read() as buf:
-            (n,) = HEADER.unpack_from(buf)
-            a.delivered.append(bytes(buf[HEADER.size : HEADER.size + n]))
-            if a.data:
-                raise _BodyRaised
-    except _BodyRaised:
-        pass
+    lease = cursor.acquire_read()
+    buf = lease.__enter__()
+    (n,) = HEADER.unpack_from(buf)
+    a.delivered.append(bytes(buf[HEADER.size : HEADER.size + n]))
+    del buf
+    if a.data == "cut":
+        del lease
+    elif a.data == "raise":
+        lease.__exit__(_BodyRaised, _BodyRaised(), None)
+    else:
+        lease.__exit__(None, None, None)
 
 
 class RingMachine(RuleBasedStateMachine):
@@ -312,6 +328,12 @@ class RingMachine(RuleBasedStateMachine):
         self.aborted = True
         self._grant(WRITER_ACTOR, WRITER_ABORT, scribble)
 
+    @precondition(lambda self: self.writer_at(WRITER_EXIT_CUT))
+    @rule()
+    def WriterExitCut(self) -> None:
+        self.aborted = True
+        self._grant(WRITER_ACTOR, WRITER_EXIT_CUT)
+
     @precondition(lambda self: self.writer_at(WRITER_CLEAR_READ_FLAG))
     @rule()
     def WriterClearReadFlag(self) -> None:
@@ -355,18 +377,24 @@ class RingMachine(RuleBasedStateMachine):
         self._grant(reader_actor(k), READER_POLL_WRITTEN)
 
     @precondition(lambda self: self.readers_at(READER_READ_PAYLOAD))
-    @rule(data=st.data(), raise_in_body=st.booleans())
-    def ReaderReadPayload(self, data: st.DataObject, raise_in_body: bool) -> None:
+    @rule(data=st.data(), ending=st.sampled_from(["exit", "raise", "cut"]))
+    def ReaderReadPayload(self, data: st.DataObject, ending: str) -> None:
         k = data.draw(st.sampled_from(self.readers_at(READER_READ_PAYLOAD)), label="reader")
-        if raise_in_body:
+        if ending == "raise":
             REACHED["reader raised"] += 1
-        self._grant(reader_actor(k), READER_READ_PAYLOAD, raise_in_body)
+        self._grant(reader_actor(k), READER_READ_PAYLOAD, ending)
 
     @precondition(lambda self: self.readers_at(READER_RELEASE))
     @rule(data=st.data())
     def ReaderRelease(self, data: st.DataObject) -> None:
         k = data.draw(st.sampled_from(self.readers_at(READER_RELEASE)), label="reader")
         self._grant(reader_actor(k), READER_RELEASE)
+
+    @precondition(lambda self: self.readers_at(READER_EXIT_CUT))
+    @rule(data=st.data())
+    def ReaderExitCut(self, data: st.DataObject) -> None:
+        k = data.draw(st.sampled_from(self.readers_at(READER_EXIT_CUT)), label="reader")
+        self._grant(reader_actor(k), READER_EXIT_CUT)
 
     # -- sleep rules (spec/ReaderSleep.tla) -------------------------------------------
 
@@ -536,6 +564,8 @@ FLOORS = {
         150,
     ),
     WRITER_ABORT: 100,
+    WRITER_EXIT_CUT: 150,
+    READER_EXIT_CUT: 30,
     "publish after abort": 30,
     "reader raised": 30,
     "second lap of chunk 0": 30,

@@ -22,7 +22,7 @@ RING_SPEC = ROOT / "spec" / "RingBuffer.tla"
 QUEUE_SPEC = ROOT / "spec" / "MessageQueue.tla"
 SLEEP_SPEC = ROOT / "spec" / "ReaderSleep.tla"
 WAKE_SPEC = ROOT / "spec" / "ReaderWake.tla"
-RING_CODE = [SRC / "cursors.py"]
+RING_CODE = [SRC / "cursors.py", SRC / "leases.py"]
 WAKE_CODE = [SRC / "cursors.py", SRC / "cursor_base.py"]
 QUEUE_CODE = sorted((SRC / "queue").rglob("*.py"))
 

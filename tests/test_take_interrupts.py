@@ -18,15 +18,12 @@ second left the reader refusing the same way.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from collections.abc import Iterator
-from types import CodeType, FrameType
-from typing import Any
+from types import CodeType
 
 import pytest
-from support.signals import Interrupt, sigusr1  # noqa: F401 (a fixture, used by name)
+from support.signals import Interrupt, signal_at_entry, sigusr1  # noqa: F401 (a fixture)
 
 from verifiedring import MessageQueue
 from verifiedring.cursors import ReaderCursor
@@ -47,23 +44,8 @@ def queue() -> Iterator[tuple[MessageQueue, MessageQueue]]:
     w.close()
 
 
-def _signal_at_entry(code: CodeType) -> list[int]:
-    """From now on, the first call of ``code`` gets SIGUSR1 at its entry; the list
-    holds one item once it has been sent."""
-    sent: list[int] = []
-
-    def hook(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code is code and not sent:
-            sent.append(1)
-            sys.setprofile(None)
-            os.kill(os.getpid(), signal.SIGUSR1)
-
-    sys.setprofile(hook)
-    return sent
-
-
 def _dequeue_interrupted(r: MessageQueue, code: CodeType) -> None:
-    sent = _signal_at_entry(code)
+    sent = signal_at_entry(code)
     try:
         with pytest.raises(Interrupt):
             r.dequeue(timeout=T)

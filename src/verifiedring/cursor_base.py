@@ -47,6 +47,8 @@ class Cursor:
         self.index = 0
         # Invariant: true from fill()/take() until publish()/abort()/release().
         self._holding = False
+        #: How many times fill()/take() has held a chunk (a lease knows its own hold).
+        self.holds = 0
         self._closed = False  # set when the ring closes (it detaches every cursor)
         self._claim_key: tuple[str, int | None] = (ring.name, None)
 

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING
 
 from .cursor_base import ReaderSide, WriterSide, claimed_roles
 from .layout import WRITTEN_POSITION
+from .leases import ReadLease, WriteLease
 from .ordering import fence
 from .steps import (
     READER_ANNOUNCE_SLEEP,
@@ -107,12 +108,12 @@ class WriterCursor(WriterSide):
 
     actor = WRITER_ACTOR
 
-    def acquire_write(self, timeout: float | None = None) -> WriterCursor:
+    def acquire_write(self, timeout: float | None = None) -> WriteLease:
         """Wait until the next chunk is free (:class:`RingTimeoutError` after ``timeout``
         seconds); ``with`` it to fill it: a normal exit publishes it to every reader,
         a raising body leaves it unpublished (the next write reuses it). The whole chunk's
         pages are reserved first (no room: :class:`SharedMemoryFullError`, no store)."""
-        return self.claim(Deadline.after(timeout))
+        return WriteLease(self.claim(Deadline.after(timeout)))
 
     def claim(
         self, deadline: Deadline, watch: Callable[[], None] | None = None,
@@ -171,18 +172,12 @@ class WriterCursor(WriterSide):
             # spec: WriterFillPayload (the caller's with-body)
             obs.before_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
         self._holding = True
+        self.holds += 1
         return self._data[i]
 
-    __enter__ = fill
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        if exc_type is None:
-            self.publish()
-        else:
-            self.abort()
-
-    def abort(self) -> None:
-        """Leave the filled chunk unpublished: the next write reuses it."""
+    def abort(self, action: str = WRITER_ABORT) -> None:
+        """Leave the filled chunk unpublished: the next write reuses it (``action``: the
+        step that let it go, WriterExitCut from a lease whose exit never ran)."""
         i = self.index
         obs = self.observer
         self._holding = False
@@ -191,8 +186,8 @@ class WriterCursor(WriterSide):
             # spec: WriterAbort -- no flag store; written[i] stays 0, index stays i. An
             # asynchronous exception raised at FW3/FW4 or between the flag clears of
             # publish() leaves the same way (RingBuffer.tla: WriterAbort in flags/publish).
-            obs.before_step(WRITER_ACTOR, WRITER_ABORT, i, None)
-            obs.after_step(WRITER_ACTOR, WRITER_ABORT, i, None)
+            obs.before_step(WRITER_ACTOR, action, i, None)
+            obs.after_step(WRITER_ACTOR, action, i, None)
 
     def publish(self) -> None:
         """Publish the filled chunk to every reader, then wake the sleeping ones (all of
@@ -287,11 +282,11 @@ class ReaderCursor(ReaderSide):
         self.sleeper: Sleeper | None = self if futex else None
         self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
 
-    def acquire_read(self, timeout: float | None = None) -> ReaderCursor:
+    def acquire_read(self, timeout: float | None = None) -> ReadLease:
         """Wait for the next published chunk (:class:`RingTimeoutError` after ``timeout``
         seconds); ``with`` it to read it (read-only by contract): leaving releases
         it, also when the body raises, so the writer never stalls on it."""
-        return self.claim(Deadline.after(timeout))
+        return ReadLease(self.claim(Deadline.after(timeout)))
 
     def claim(self, deadline: Deadline) -> ReaderCursor:
         """:meth:`acquire_read` with the caller's :class:`Deadline`."""
@@ -372,15 +367,12 @@ class ReaderCursor(ReaderSide):
             # spec: ReaderReadPayload (the caller's with-body)
             self.observer.before_step(self.actor, READER_READ_PAYLOAD, self.index, None)
         self._holding = True
+        self.holds += 1
         return self._data[self.index]
 
-    __enter__ = take
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-    def release(self) -> None:
-        """Mark the taken chunk read by this reader: the writer may reuse it."""
+    def release(self, action: str = READER_RELEASE) -> None:
+        """Mark the taken chunk read by this reader: the writer may reuse it (``action``:
+        the step that stores, ReaderExitCut from a lease whose exit never ran)."""
         i = self.index
         obs = self.observer
         self._holding = False
@@ -393,8 +385,8 @@ class ReaderCursor(ReaderSide):
             # exception (KeyboardInterrupt) is delivered at the fence call's return; no
             # call stands between the store and the index update: nothing lands there.
             if obs is not None:
-                obs.before_step(self.actor, READER_RELEASE, i, None)
+                obs.before_step(self.actor, action, i, None)
             self._flags[i][self._own] = 1
             self.index = (i + 1) % self._max_chunks
             if obs is not None:
-                obs.after_step(self.actor, READER_RELEASE, i, None)
+                obs.after_step(self.actor, action, i, None)

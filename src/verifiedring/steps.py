@@ -34,12 +34,14 @@ WRITER_FILL_PAYLOAD: Final = "WriterFillPayload"  # caller stores the payload
 WRITER_ABORT: Final = "WriterAbort"  # caller raised: chunk stays unpublished
 WRITER_CLEAR_READ_FLAG: Final = "WriterClearReadFlag"  # store read[r] = 0, once per reader
 WRITER_PUBLISH: Final = "WriterPublish"  # store written = 1, advance index
+WRITER_EXIT_CUT: Final = "WriterExitCut"  # __exit__ cut at its entry: the lease lets go
 
 # Reader steps, in protocol order.
 READER_POLL_READ_FLAG: Final = "ReaderPollReadFlag"  # load own read flag of its chunk
 READER_POLL_WRITTEN: Final = "ReaderPollWritten"  # load written of its chunk (own flag was 0)
 READER_READ_PAYLOAD: Final = "ReaderReadPayload"  # caller loads the payload
 READER_RELEASE: Final = "ReaderRelease"  # store own read flag = 1, advance index
+READER_EXIT_CUT: Final = "ReaderExitCut"  # __exit__ cut at its entry: the lease releases
 
 WRITER_STEPS: Final = (
     WRITER_POLL_WRITTEN,
@@ -49,9 +51,11 @@ WRITER_STEPS: Final = (
     WRITER_ABORT,
     WRITER_CLEAR_READ_FLAG,
     WRITER_PUBLISH,
+    WRITER_EXIT_CUT,
 )
 READER_STEPS: Final = (
-    READER_POLL_READ_FLAG, READER_POLL_WRITTEN, READER_READ_PAYLOAD, READER_RELEASE
+    READER_POLL_READ_FLAG, READER_POLL_WRITTEN, READER_READ_PAYLOAD, READER_RELEASE,
+    READER_EXIT_CUT,
 )
 ALL_STEPS: Final = WRITER_STEPS + READER_STEPS
 

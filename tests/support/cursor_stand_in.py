@@ -8,17 +8,10 @@ from verifiedring.ring import ReaderCursor
 
 
 class CursorStandIn:
-    """Passes everything but what a subclass overrides to the real ``cursor``,
-    the ``with`` block included."""
+    """Passes everything but what a subclass overrides to the real ``cursor``."""
 
     def __init__(self, cursor: ReaderCursor) -> None:
         self.cursor = cursor
-
-    def __enter__(self) -> memoryview:
-        return self.cursor.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.cursor.__exit__(*exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.cursor, name)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 from collections.abc import Iterator
-from types import FrameType
+from types import CodeType, FrameType
+from typing import Any
 
 import pytest
 
@@ -41,3 +44,20 @@ class InterruptBefore:
 
     def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None:
         pass
+
+
+def signal_at_entry(code: CodeType) -> list[int]:
+    """From now on, the first call of ``code`` gets SIGUSR1 at its entry (a profile
+    hook sends it as the function starts, before its first line); the list holds one
+    item once it has been sent. The caller unsets the hook (``sys.setprofile(None)``)
+    if the function may not be called."""
+    sent: list[int] = []
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code and not sent:
+            sent.append(1)
+            sys.setprofile(None)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    sys.setprofile(hook)
+    return sent
