@@ -191,12 +191,14 @@ def test_writer_exception_leaves_chunk_unpublished_and_reused() -> None:
 
 
 def test_reader_exception_still_releases_the_chunk() -> None:
-    rig = Rig(n_reader=2, max_chunks=1)
+    rig = Rig(n_reader=2, max_chunks=1, observe=True)
     try:
         write(rig.w, b"one")
         with pytest.raises(Boom), rig.readers[0].acquire_read(1.0):
             raise Boom
         assert rig.probe.flags(0) == (1, 1, 0)
+        # by the with-block's exit (not by its lease's death, the cut exit's path)
+        assert rig.rec.actions("reader0")[-2:] == ["ReaderReadPayload", "ReaderRelease"]
         assert read(rig.readers[1]) == b"one"
         write(rig.w, b"two", timeout=0)  # the writer is not stalled by the failed read
         assert [read(r) for r in rig.readers] == [b"two", b"two"]
