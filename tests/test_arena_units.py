@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import torch
 from support.arenas import MIB, ArenaGroup, T, pattern
+from support.unpicklable import FailsToLoad
 
-from verifiedring import MisuseError
+from verifiedring import DecodeError, MisuseError
 from verifiedring.arena import ArenaReader, ArenaWriter, _rebuild_arena, use_attach_hook
 from verifiedring.compat.tensor_arena import ShmTensorArena, facade_of
 
@@ -40,10 +41,16 @@ def test_views_rebuilt_over_one_claim_share_one_base_and_release_it_once(arenas:
     """A second stub of the same claim views the live base: the slot stays owed until
     the last view of either dies, whichever dies first."""
     g = arenas(1, arena_slots=1)
+    g.writer.enqueue([FailsToLoad(), pattern(0, 2 * MIB)], timeout=T)  # claim 1, no view
+    with pytest.raises(DecodeError):
+        g.readers[0].dequeue(T)
+    g.writer.enqueue("tick", timeout=T)
+    assert g.readers[0].dequeue(T) == "tick"  # its sweep released claim 1
     g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
     t = g.readers[0].dequeue(T)
     a = g.reader_arena(0)
     _, gen = a.seq_gen(0)
+    assert gen == 2  # this reader's first base: claim and base numbers differ
     again = a.rebuild(0, gen, a.offset(0), 8 * MIB, "int32", (2 * MIB,))
     assert torch.equal(again, t)
     del again  # t still views the slot
@@ -177,7 +184,19 @@ def test_a_stub_unpickled_outside_a_dequeue_is_refused_in_every_thread(arenas: A
     a0, a1 = g.reader_arena(0), g.reader_arena(1)
     stub = _stub(a1)
     args = (a1.handle.name, *stub.values())
-    g.readers[0].close()  # not the current reader: reader 1 stays current
+    closing: list[BaseException] = []
+
+    def close_elsewhere() -> None:  # a thread where no dequeue ever ran
+        try:
+            g.readers[0].close()
+        except BaseException as exc:
+            closing.append(exc)
+
+    closer = threading.Thread(target=close_elsewhere)
+    closer.start()
+    closer.join(T)
+    assert closing == []
+    g.readers[0].close()  # here too: not the current reader, reader 1 stays current
     again = _rebuild_arena(*args)
     assert torch.equal(again, kept[1])
     errors: list[str] = []

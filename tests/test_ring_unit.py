@@ -550,3 +550,24 @@ def test_attach_in_spawned_child_neither_warns_nor_unlinks(tmp_path: object) -> 
     finally:
         ring.close()
     assert not segment_exists(ring.name)
+
+
+def test_the_wake_up_clears_and_wakes_exactly_the_readers_seen_asleep() -> None:
+    """Readers 1 and 2 of 3 announced their sleep (their words are 1): after the
+    publish the writer clears and wakes those two, in order, and names each in its
+    steps; reader 0's word is left alone."""
+    rig = Rig(n_reader=3, max_chunks=2, observe=True)
+    try:
+        words = rig.ring._sleep_words
+        words[1] = words[2] = 1
+        write(rig.w, b"x")
+        steps = [(e.action, e.chunk, e.reader) for e in rig.rec.events
+                 if e.action.startswith(("WriterCheck", "WriterClearSleep", "WriterWake"))]
+        assert steps == [
+            ("WriterCheckSleep", 0, None),
+            ("WriterClearSleep", 0, 1), ("WriterWake", 0, 1),
+            ("WriterClearSleep", 0, 2), ("WriterWake", 0, 2),
+        ]
+        assert list(words) == [0, 0, 0]
+    finally:
+        rig.close()

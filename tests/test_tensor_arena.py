@@ -38,7 +38,12 @@ from support.fakes import segment_exists
 from verifiedring import DecodeError, MessageQueue, MisuseError, RingTimeoutError, arena
 from verifiedring.arena import ArenaReader, ArenaWriter
 from verifiedring.queue import wire
-from verifiedring.queue.serialization import Serializer
+from verifiedring.queue.serialization import (
+    Serializer,
+    rebuild_tensor,
+    reduce_tensor,
+    use_tensor_reducer,
+)
 from verifiedring.steps import (
     ARENA_CLAIM,
     ARENA_DROP_RELEASE,
@@ -116,6 +121,62 @@ def test_the_rebuilt_tensor_is_a_view_of_the_received_buffer() -> None:
     assert r.data_ptr() == address(received)  # no copy on the reader
     r[0] = 42
     assert received[:4] == (42).to_bytes(4, "little")
+
+
+def test_a_read_only_buffer_is_copied_once_and_a_writable_one_is_viewed() -> None:
+    import numpy as np
+
+    src = bytes(range(8))
+    for buf in (src, memoryview(bytearray(src)).toreadonly()):
+        t = rebuild_tensor(buf, (2,), "int32")  # read-only: the one copy, writable
+        assert t.data_ptr() != np.frombuffer(buf, np.uint8).ctypes.data
+        t[0] = 7
+        assert bytes(buf) == src and t.tolist() == [7, int.from_bytes(src[4:], "little")]
+    mine = bytearray(src)
+    t = rebuild_tensor(mine, (2,), "int32")
+    assert t.data_ptr() == address(mine)  # writable: a view, no copy
+
+
+def test_a_buffer_at_the_threshold_goes_out_of_band_one_byte_less_in_band() -> None:
+    for n, out in ((1024, [1024]), (1023, [])):
+        _, bufs, _ = Serializer(oob_threshold=1024).dumps(torch.zeros(n, dtype=torch.uint8))
+        assert [b.nbytes for b in bufs] == out
+
+
+def test_a_tensor_reducer_hook_reduces_every_tensor_until_removed() -> None:
+    seen: list[int] = []
+
+    def hook(t: torch.Tensor) -> Any:
+        seen.append(t.numel())
+        return reduce_tensor(t)
+
+    use_tensor_reducer(hook)
+    try:
+        got = roundtrip([torch.arange(3), torch.arange(5)])
+    finally:
+        use_tensor_reducer(None)
+    assert seen == [3, 5] and [g.tolist() for g in got] == [[0, 1, 2], [0, 1, 2, 3, 4]]
+    roundtrip(torch.arange(4))
+    assert seen == [3, 5]
+
+
+@pytest.mark.parametrize("n", [1 << 10, 3 << 10, 64 << 10], ids=["1k", "3k", "64k"])
+def test_tensors_streamed_through_small_chunks_arrive_exact(n: int) -> None:
+    """large_objects="stream": a buffer goes out of band while the message fits one
+    chunk with it, else in band, streamed as a run (the ring holds it whole: this
+    thread writes it before it reads)."""
+    t = pattern(n, n // 4)
+    with MessageQueue(1, 1, [0], max_chunk_bytes=4096, max_chunks=24,
+                      large_objects="stream") as w:
+        r = MessageQueue.create_from_handle(w.export_handle(), 0)
+        try:
+            w.wait_until_ready(T)
+            r.wait_until_ready(T)
+            w.enqueue({"t": t, "n": n}, timeout=T)
+            got = r.dequeue(T)
+        finally:
+            r.close()
+    assert got["n"] == n and torch.equal(got["t"], t)
 
 
 def test_tensors_needing_grad_parameters_and_conjugates_pickle_as_torch_does() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -12,7 +13,7 @@ import pytest
 from support.groups import Group
 
 from verifiedring import BusyError, MisuseError, ShmRingBuffer
-from verifiedring.waiting import _seconds
+from verifiedring.waiting import _seconds, to_ms
 
 
 def test_a_call_of_the_other_role_names_the_call_and_the_role(
@@ -90,3 +91,54 @@ def test_a_half_built_queue_end_has_a_repr(group: Callable[..., Group]) -> None:
     g = group(1)
     cls = type(g.readers[0])
     assert repr(cls.__new__(cls)) == f"<{cls.__name__} unopened>"
+
+
+def test_a_writer_stalled_on_the_ring_names_the_readers_behind() -> None:
+    from verifiedring import MessageQueue, RingTimeoutError
+
+    pid, host = os.getpid(), socket.gethostname()
+    with MessageQueue(2, 2, [1, 2], max_chunk_bytes=256, max_chunks=1) as w:
+        readers = [MessageQueue.create_from_handle(w.export_handle(), r) for r in (1, 2)]
+        try:
+            for q in (w, *readers):
+                q.wait_until_ready(10)
+            w.enqueue("a", timeout=10)
+            assert readers[0].dequeue(10) == "a"
+            with pytest.raises(RingTimeoutError) as info:
+                w.enqueue("b", timeout=0.05)
+        finally:
+            for r in readers:
+                r.close()
+    name = f"reader rank 2 (pid {pid} on host {host})"
+    text = str(info.value)
+    head = (f"writer (pid {pid}) could not enqueue message seq 1: local reader ranks [2] "
+            f"have not read the chunk it needs ({name}); ring: writer (pid {pid}) of ring ")
+    assert text.startswith(head)
+    assert text.endswith(
+        " on chunk 0: saw written=1, read flags=[1, 0], expected written=0 or every read "
+        f"flag 1; readers [1] ({name}) have not read it"
+    )
+
+
+def test_a_handshake_timeout_counts_the_readers_missing() -> None:
+    from verifiedring import MessageQueue, RingTimeoutError
+
+    with MessageQueue(3, 1, [1], max_chunk_bytes=256, max_chunks=1,
+                      connect_ip="127.0.0.1") as w:
+        r = MessageQueue.create_from_handle(w.export_handle(), 2)
+        try:
+            with pytest.raises(RingTimeoutError) as info:
+                w.wait_until_ready(0.3)
+        finally:
+            r.close()
+    assert str(info.value).startswith(
+        f"writer (pid {os.getpid()}) waits for readers to subscribe: local ranks [1] "
+        "missing; 1 of 2 remote readers missing (seen [2]); timed out after "
+    )
+
+
+def test_whole_milliseconds_round_up_and_never_go_below_zero() -> None:
+    # 1e-10 s is float noise below a millisecond's millionth; 1e-7 s is a real wait
+    assert [to_ms(s) for s in (0, 0.0, 1e-10, 1e-7, 4e-4, 0.001, 0.0015, 0.007, -1)] == [
+        0, 0, 0, 1, 1, 1, 2, 7, 0
+    ]
