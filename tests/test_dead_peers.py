@@ -63,12 +63,17 @@ def _raises_within(call: Any, bound: float) -> BrokenPeerError:
 def test_reader_of_a_killed_writer_is_told(local: bool) -> None:
     with Supervisor([Task(_writer_proc, (1, 1 if local else 0), name="writer")]) as run:
         pid = run.pid("writer")
-        with MessageQueue.create_from_handle(run.channel("writer").recv(T), 0) as r:
+        handle = run.channel("writer").recv(T)
+        with MessageQueue.create_from_handle(handle, 0) as r:
             r.wait_until_ready(T)
             assert r.dequeue(T) == "first"
             run.signal("writer", signal.SIGKILL)
             err = _raises_within(lambda: r.dequeue(None), BOUND)
             assert f"the writer (pid {pid} on host {socket.gethostname()}) is gone" in str(err)
+            if not local:  # told by its connection, closed once heartbeats stopped
+                assert handle.curve is not None
+                ms = handle.curve.heartbeat_timeout_ms
+                assert f"the connection to it closed; heartbeat timeout {ms} ms" in str(err)
             with pytest.raises(BrokenPeerError, match="is gone"):
                 r.dequeue(0)  # and it stays that way
 
