@@ -571,3 +571,36 @@ def test_the_wake_up_clears_and_wakes_exactly_the_readers_seen_asleep() -> None:
         assert list(words) == [0, 0, 0]
     finally:
         rig.close()
+
+
+def test_a_lease_dropped_without_its_exit_lets_its_chunk_go() -> None:
+    """What a with-block whose ``__exit__`` is cut at its entry amounts to (the real
+    signal: tests/test_ring_interrupts.py): its lease dies holding the chunk. The
+    writer's is left unpublished and reused (WriterExitCut), the reader's released
+    (ReaderExitCut); a lease never entered, or whose exit ran, lets nothing go."""
+    rig = Rig(n_reader=1, max_chunks=2, observe=True)
+    try:
+        idle = rig.w.acquire_write(1)  # claimed, never entered
+        lease = rig.w.acquire_write(1)
+        buf = lease.__enter__()
+        buf[:1] = b"X"
+        del idle  # dies inside another lease's block: nothing of it is let go
+        assert rig.w.holding
+        del buf, lease
+        assert not rig.w.holding and rig.w.index == 0
+        with pytest.raises(RingTimeoutError):
+            read(rig.readers[0], timeout=0.05)
+        write(rig.w, b"Y")  # chunk 0 again
+        r = rig.readers[0]
+        lease = r.acquire_read(1)
+        got = bytes(lease.__enter__()[:2])  # no view kept (an assert would keep one)
+        del lease
+        assert got == b"\x01Y"
+        assert not r.holding and r.index == 1
+        write(rig.w, b"Z")
+        assert read(r) == b"Z"
+        assert [a for a in rig.rec.actions() if a.endswith(("ExitCut", "Abort", "Release"))] == [
+            "WriterExitCut", "ReaderExitCut", "ReaderRelease"
+        ]
+    finally:
+        rig.close()
