@@ -97,8 +97,8 @@ def test_a_writer_stalled_on_the_ring_names_the_readers_behind() -> None:
     from verifiedring import MessageQueue, RingTimeoutError
 
     pid, host = os.getpid(), socket.gethostname()
-    with MessageQueue(2, 2, [1, 2], max_chunk_bytes=256, max_chunks=1) as w:
-        readers = [MessageQueue.create_from_handle(w.export_handle(), r) for r in (1, 2)]
+    with MessageQueue(3, 3, [1, 2, 3], max_chunk_bytes=256, max_chunks=1) as w:
+        readers = [MessageQueue.create_from_handle(w.export_handle(), r) for r in (1, 2, 3)]
         try:
             for q in (w, *readers):
                 q.wait_until_ready(10)
@@ -109,14 +109,14 @@ def test_a_writer_stalled_on_the_ring_names_the_readers_behind() -> None:
         finally:
             for r in readers:
                 r.close()
-    name = f"reader rank 2 (pid {pid} on host {host})"
+    names = f"reader rank 2 (pid {pid} on host {host}), reader rank 3 (pid {pid} on host {host})"
     text = str(info.value)
-    head = (f"writer (pid {pid}) could not enqueue message seq 1: local reader ranks [2] "
-            f"have not read the chunk it needs ({name}); ring: writer (pid {pid}) of ring ")
+    head = (f"writer (pid {pid}) could not enqueue message seq 1: local reader ranks [2, 3] "
+            f"have not read the chunk it needs ({names}); ring: writer (pid {pid}) of ring ")
     assert text.startswith(head)
     assert text.endswith(
-        " on chunk 0: saw written=1, read flags=[1, 0], expected written=0 or every read "
-        f"flag 1; readers [1] ({name}) have not read it"
+        " on chunk 0: saw written=1, read flags=[1, 0, 0], expected written=0 or every read "
+        f"flag 1; readers [1, 2] ({names}) have not read it"
     )
 
 
