@@ -142,3 +142,26 @@ def test_whole_milliseconds_round_up_and_never_go_below_zero() -> None:
     assert [to_ms(s) for s in (0, 0.0, 1e-10, 1e-7, 4e-4, 0.001, 0.0015, 0.007, -1)] == [
         0, 0, 0, 1, 1, 1, 2, 7, 0
     ]
+
+
+def test_a_cancelled_wait_says_what_cancelled_it(group: Callable[..., Group]) -> None:
+    import threading
+
+    from verifiedring import CancelledError
+
+    g = group(1, 1)
+    pid = os.getpid()
+    cancel = threading.Event()
+    cancel.set()
+    for r, who in zip(g.readers, ("local reader rank 1", "remote reader rank 2"), strict=True):
+        with pytest.raises(CancelledError) as info:
+            r.dequeue(10, cancel=cancel)
+        assert str(info.value) == (
+            f"{who} (pid {pid}): the wait was cancelled: its cancel event was set"
+        )
+    g.readers[0].shutdown()
+    with pytest.raises(CancelledError) as info:
+        g.readers[0].dequeue(10)
+    assert str(info.value) == (
+        f"local reader rank 1 (pid {pid}): the wait was cancelled: shutdown() was called"
+    )
