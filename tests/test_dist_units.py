@@ -63,3 +63,39 @@ def test_tensor_meta_matches_and_allocates() -> None:
     m = TensorMeta.of(t)
     assert m.matches(t) and not m.matches(t.float()) and m.nbytes == 12
     assert m.empty().shape == (2, 3) and TensorMeta.of(torch.tensor(1.0)).numel == 1
+
+
+def test_the_process_group_constructors_hand_every_argument_to_the_torch_layer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MessageQueue's two classmethods are vLLM's names for the torch layer's
+    constructors: each argument reaches it as given, the defaults as vLLM's."""
+    from verifiedring import MessageQueue
+    from verifiedring.distributed import group
+
+    calls: list[tuple[str, tuple[object, ...]]] = []
+
+    def record(name: str, result: object) -> object:
+        def made(*args: object) -> object:
+            calls.append((name, args))
+            return result
+        return made
+
+    monkeypatch.setattr(group, "create_from_process_group", record("many", "queue"))
+    monkeypatch.setattr(group, "create_from_process_group_single_reader",
+                        record("single", ("queue", ["handle"])))
+    pg, handle = object(), object()
+    assert MessageQueue.create_from_process_group(pg, 1024, 4) == "queue"
+    assert MessageQueue.create_from_process_group(pg, 2048, 8, 3, handle, False) == "queue"
+    assert MessageQueue.create_from_process_group_single_reader(pg, 1024, 4) == (
+        "queue", ["handle"]
+    )
+    assert MessageQueue.create_from_process_group_single_reader(
+        pg, 2048, 8, reader_rank=2, blocking=True
+    ) == ("queue", ["handle"])
+    assert calls == [
+        ("many", (MessageQueue, pg, 1024, 4, 0, None, True)),
+        ("many", (MessageQueue, pg, 2048, 8, 3, handle, False)),
+        ("single", (MessageQueue, pg, 1024, 4, 0, False)),
+        ("single", (MessageQueue, pg, 2048, 8, 2, True)),
+    ]

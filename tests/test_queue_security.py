@@ -212,3 +212,15 @@ def test_unspecified_addresses_are_refused(ip: str) -> None:
     assert repr(ip) in str(info.value)
     with MessageQueue(2, 1, connect_ip=LOOPBACK) as q:  # nothing was left half-built
         assert q.export_handle().remote_subscribe_addr is not None
+
+
+def test_a_signature_verifies_only_its_own_parts_under_its_own_key() -> None:
+    from verifiedring.queue.sockets import Signer
+
+    a, b = Signer(b"k" * 32), Signer(b"j" * 32)
+    parts = [b"topic", memoryview(b"body")]
+    mac = a.sign(parts)
+    assert a.verify(mac, parts) and a.verify(bytearray(mac), [b"topic", b"body"])
+    assert not a.verify(mac, [b"topic", b"bodY"])
+    assert not b.verify(mac, parts)
+    assert not a.verify(mac[:-1] + bytes([mac[-1] ^ 1]), parts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -165,3 +166,23 @@ def test_a_cancelled_wait_says_what_cancelled_it(group: Callable[..., Group]) ->
     assert str(info.value) == (
         f"local reader rank 1 (pid {pid}): the wait was cancelled: shutdown() was called"
     )
+
+
+def test_a_reader_asked_to_write_names_the_call(group: Callable[..., Group]) -> None:
+    g = group(1)
+    with pytest.raises(MisuseError) as info:
+        g.readers[0].acquire_write(1)
+    assert str(info.value) == (
+        f"local reader rank 1 (pid {os.getpid()}): acquire_write() is not a call of a reader"
+    )
+
+
+def test_a_deadline_counts_down_to_zero_and_none_has_no_end() -> None:
+    from verifiedring.waiting import Deadline
+
+    assert Deadline.after(None).remaining() is None
+    left = Deadline.after(5).remaining()
+    assert left is not None and 4.0 < left <= 5.0
+    assert Deadline.after(0).remaining() == 0.0
+    now = time.monotonic()
+    assert Deadline(now - 3.0, now - 4.0).remaining() == 0.0  # ended: never negative
