@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any, cast
 
 import pytest
 
@@ -81,18 +82,18 @@ def test_the_process_group_constructors_hand_every_argument_to_the_torch_layer(
             return result
         return made
 
-    monkeypatch.setattr(group, "create_from_process_group", record("many", "queue"))
+    made: Any = object()  # what the torch layer returned
+    handles: Any = [object()]
+    pg, handle = object(), cast(Any, object())
+    monkeypatch.setattr(group, "create_from_process_group", record("many", made))
     monkeypatch.setattr(group, "create_from_process_group_single_reader",
-                        record("single", ("queue", ["handle"])))
-    pg, handle = object(), object()
-    assert MessageQueue.create_from_process_group(pg, 1024, 4) == "queue"
-    assert MessageQueue.create_from_process_group(pg, 2048, 8, 3, handle, False) == "queue"
-    assert MessageQueue.create_from_process_group_single_reader(pg, 1024, 4) == (
-        "queue", ["handle"]
-    )
+                        record("single", (made, handles)))
+    assert MessageQueue.create_from_process_group(pg, 1024, 4) is made
+    assert MessageQueue.create_from_process_group(pg, 2048, 8, 3, handle, False) is made
+    assert MessageQueue.create_from_process_group_single_reader(pg, 1024, 4) == (made, handles)
     assert MessageQueue.create_from_process_group_single_reader(
         pg, 2048, 8, reader_rank=2, blocking=True
-    ) == ("queue", ["handle"])
+    ) == (made, handles)
     assert calls == [
         ("many", (MessageQueue, pg, 1024, 4, 0, None, True)),
         ("many", (MessageQueue, pg, 2048, 8, 3, handle, False)),
