@@ -617,3 +617,27 @@ def test_a_lease_dropped_without_its_exit_lets_its_chunk_go() -> None:
         ]
     finally:
         rig.close()
+
+
+def test_the_held_chunk_is_the_taken_one_and_none_is_refused_by_name() -> None:
+    rig = Rig(n_reader=1, max_chunks=2)
+    try:
+        r = rig.readers[0]
+        with pytest.raises(MisuseError) as info:
+            r.held()
+        assert str(info.value) == f"reader0 of ring {rig.ring.name!r} holds no chunk"
+        write(rig.w, b"h")
+        r.claim(Deadline.after(1))
+        taken = r.take()
+        held = r.held()
+        assert held.tobytes() == taken.tobytes() and bytes(held[:2]) == b"\x01h"
+        del taken, held
+        r.release()
+    finally:
+        rig.close()
+
+
+def test_a_ring_handle_unpacks_as_vllms_tuple() -> None:
+    with ShmRingBuffer(2, 64, 3) as ring:
+        n_reader, chunk_bytes, chunks, name = ring.handle()
+        assert (n_reader, chunk_bytes, chunks, name) == (2, 64, 3, ring.name)
