@@ -6,12 +6,12 @@ these survived a mutant of ``arena.py``)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import torch
-from support.arenas import MIB, ArenaGroup, T, pattern
+from support.arenas import MIB, ArenaGroup, T, arena_groups, pattern
 from support.unpicklable import FailsToLoad
 
 from verifiedring import DecodeError, MisuseError
@@ -20,16 +20,8 @@ from verifiedring.compat.tensor_arena import ShmTensorArena, facade_of
 
 
 @pytest.fixture
-def arenas() -> Iterator[Any]:
-    made: list[ArenaGroup] = []
-
-    def make(n: int, **kw: Any) -> ArenaGroup:
-        made.append(ArenaGroup(n, **kw))
-        return made[-1]
-
-    yield make
-    for g in made:
-        g.close()
+def arenas() -> Iterator[Callable[..., ArenaGroup]]:
+    yield from arena_groups()
 
 
 def _owed(a: ArenaReader) -> list[int]:

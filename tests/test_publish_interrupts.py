@@ -103,18 +103,24 @@ def _drain(r: MessageQueue) -> list[Any]:
     return got
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["enqueue", "acquire_write"])
 def test_an_interrupt_after_the_publish_store_uses_up_the_sequence_number(
-    made: list[MessageQueue],
+    made: list[MessageQueue], in_place: bool
 ) -> None:
     w, (r,) = _queue(0)
     made += [w, r]
     w.enqueue("m0", timeout=T)
     w.enqueue("m1", timeout=T)
     with interrupt_at(w) as kinds, pytest.raises(_Interrupt):
-        w.enqueue("m2", timeout=T)
-    assert kinds == [INLINE]
-    w.enqueue("m3", timeout=T)  # seq 3: 2 is out
-    assert _drain(r) == ["m0", "m1", "m2", "m3"]
+        if in_place:
+            with w.acquire_write(T) as buf:
+                buf[:2] = b"m2"
+        else:
+            w.enqueue("m2", timeout=T)
+    assert kinds == [RAW if in_place else INLINE]
+    w.enqueue("m3", timeout=T)  # seq 3: 2 is out, and the writer is not broken
+    m2 = b"m2" + bytes(4096 - HEADER_BYTES - 2) if in_place else "m2"
+    assert _drain(r) == ["m0", "m1", m2, "m3"]
 
 
 def test_with_frames_still_due_the_interrupt_breaks_the_writer_and_both_readers_learn(
@@ -184,20 +190,6 @@ def test_an_interrupt_before_the_publish_store_leaves_the_sequence_number_unused
             w.enqueue("m1", timeout=T)
     w.enqueue("m2", timeout=T)  # seq 1, in chunk 1
     assert _drain(r) == ["m0", "m2"]
-
-
-def test_an_interrupt_after_an_in_place_publish_uses_up_the_sequence_number(
-    made: list[MessageQueue],
-) -> None:
-    w, (r,) = _queue(0)
-    made += [w, r]
-    w.enqueue("m0", timeout=T)
-    w.enqueue("m1", timeout=T)
-    with interrupt_at(w) as kinds, pytest.raises(_Interrupt), w.acquire_write(T) as buf:
-        buf[:2] = b"m2"
-    assert kinds == [RAW]
-    w.enqueue("m3", timeout=T)  # seq 3: 2 is out, and the writer is not broken
-    assert _drain(r) == ["m0", "m1", b"m2" + bytes(4096 - HEADER_BYTES - 2), "m3"]
 
 
 def test_an_in_place_publish_interrupted_with_its_remote_frame_due_breaks_the_writer(

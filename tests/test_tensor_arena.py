@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -32,7 +32,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from support.arenas import MIB, ArenaGroup, T, pattern
+from support.arenas import MIB, ArenaGroup, T, arena_groups, pattern
 from support.fakes import segment_exists
 
 from verifiedring import DecodeError, MessageQueue, MisuseError, RingTimeoutError, arena
@@ -237,16 +237,8 @@ def test_tensors_through_the_queue_arrive_exact_and_writable(chunk: int) -> None
 
 
 @pytest.fixture
-def group() -> Iterator[Any]:
-    made: list[ArenaGroup] = []
-
-    def make(n: int, **kw: Any) -> ArenaGroup:
-        made.append(ArenaGroup(n, **kw))
-        return made[-1]
-
-    yield make
-    for g in made:
-        g.close()
+def group() -> Iterator[Callable[..., ArenaGroup]]:
+    yield from arena_groups()
 
 
 def test_a_64_mib_tensor_reaches_three_readers_with_one_copy_and_zero_on_the_readers(

@@ -3,6 +3,7 @@ distinct tensors the arena tests send."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -48,3 +49,17 @@ class ArenaGroup:
     def close(self) -> None:
         for q in [self.writer, *self.readers]:
             q.close()
+
+
+def arena_groups() -> Iterator[Callable[..., ArenaGroup]]:
+    """A fixture's body: ``make(n, **kw)`` builds an :class:`ArenaGroup`; every one made
+    is closed after the test."""
+    made: list[ArenaGroup] = []
+
+    def make(n: int, **kw: Any) -> ArenaGroup:
+        made.append(ArenaGroup(n, **kw))
+        return made[-1]
+
+    yield make
+    for g in made:
+        g.close()
