@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -169,3 +171,42 @@ def test_channel_outside_a_task_and_duplicate_names_are_misuse() -> None:
         channel()
     with pytest.raises(MisuseError, match="must differ"):
         Supervisor([Task(_parked, name="a"), Task(_parked, name="a")])
+
+
+_FORKED_WAIT = """
+import os, sys, threading
+from verifiedring import ShmRingBuffer
+from verifiedring.testing import wait_blocked
+
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        with ShmRingBuffer(1, 64, 2) as ring, ShmRingBuffer.attach(ring.handle()) as readers:
+            w, r = ring.writer(), readers.reader(0, wake_on_publish=False)
+            main = threading.current_thread()  # the thread that forked: a stale native_id
+
+            def write():
+                wait_blocked(main, 5)
+                with w.acquire_write(5) as buf:
+                    buf[:4] = b"late"
+
+            t = threading.Thread(target=write)
+            t.start()
+            with r.acquire_read(10) as buf:
+                code = 0 if bytes(buf[:4]) == b"late" else 2
+            t.join(10)
+    finally:
+        os._exit(code)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_the_thread_that_forked_is_seen_blocked_in_the_child() -> None:
+    """CPython 3.11 keeps the parent's ``native_id`` on the thread that forked; the
+    child's look at that thread's task went to the parent's id and never saw it asleep
+    (the cause of a test that failed inside mutmut's forked workers only)."""
+    done = subprocess.run([sys.executable, "-c", _FORKED_WAIT], timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -60,6 +60,17 @@ def _asleep_in_kernel(pid: int, tid: int) -> bool:
         return False
 
 
+def _task_id(thread: threading.Thread) -> int | None:
+    """The kernel's id of live ``thread``: its ``native_id``, except for the thread that
+    forked this process, which keeps its parent's id (CPython 3.11 does not renew it)
+    while its task is the process itself."""
+    tid = thread.native_id
+    pid = os.getpid()
+    if tid is None or tid == pid or not os.path.isdir("/proc/self/task"):
+        return tid
+    return tid if os.path.isdir(f"/proc/self/task/{tid}") else pid
+
+
 class ThreadInWait:
     """``thread`` is inside a library wait and asleep in the kernel."""
 
@@ -75,9 +86,10 @@ class ThreadInWait:
         frame: FrameType | None = sys._current_frames().get(thread.ident or 0)
         while frame is not None and frame.f_code not in _WAITS:
             frame = frame.f_back
-        if frame is None or thread.native_id is None:
+        tid = _task_id(thread)
+        if frame is None or tid is None:
             return None
-        return id(frame) if _asleep_in_kernel(os.getpid(), thread.native_id) else None
+        return id(frame) if _asleep_in_kernel(os.getpid(), tid) else None
 
     def __str__(self) -> str:
         return f"thread {self.thread.name!r} inside a wait_for / wait_readable"
