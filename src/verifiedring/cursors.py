@@ -171,8 +171,8 @@ class WriterCursor(WriterSide):
             obs.after_step(WRITER_ACTOR, WRITER_CLEAR_WRITTEN, i, None)
             # spec: WriterFillPayload (the caller's with-body)
             obs.before_step(WRITER_ACTOR, WRITER_FILL_PAYLOAD, i, None)
+        self.holds += 1  # before the hold: an interrupt between them leaves nothing held
         self._holding = True
-        self.holds += 1
         return self._data[i]
 
     def abort(self, action: str = WRITER_ABORT) -> None:
@@ -366,8 +366,8 @@ class ReaderCursor(ReaderSide):
         if self.observer is not None:
             # spec: ReaderReadPayload (the caller's with-body)
             self.observer.before_step(self.actor, READER_READ_PAYLOAD, self.index, None)
+        self.holds += 1  # before the hold, as in fill()
         self._holding = True
-        self.holds += 1
         return self._data[self.index]
 
     def release(self, action: str = READER_RELEASE) -> None:

@@ -20,24 +20,42 @@ from typing import TYPE_CHECKING
 from .steps import READER_EXIT_CUT, WRITER_EXIT_CUT
 
 if TYPE_CHECKING:
+    from .cursor_base import Cursor
     from .cursors import ReaderCursor, WriterCursor
 
 __all__ = ["ReadLease", "WriteLease"]
 
 
-class WriteLease:
-    """``with w.acquire_write() as buf:`` -- the claimed chunk's payload to fill."""
+class _Lease:
+    """What both leases share: the cursor, and which of its holds this block made."""
 
     __slots__ = ("_cursor", "_hold")
+    _cursor: Cursor
 
-    def __init__(self, cursor: WriterCursor) -> None:
+    def __init__(self, cursor: Cursor) -> None:
         self._cursor = cursor
         self._hold = -1  # the cursor's hold this block makes; -1 until __enter__
 
-    def __enter__(self) -> memoryview:
+    def _begin(self) -> None:
+        """Name the hold the cursor's fill or take is about to make: first, so an
+        exception at that call's return still finds it."""
+        self._hold = self._cursor.holds + 1
+
+    def _left_holding(self) -> bool:
+        """Whether this block's hold is still on: its exit never ran."""
         cursor = self._cursor
-        self._hold = cursor.holds + 1  # first: an exception at fill()'s return finds it
-        return cursor.fill()
+        return cursor.holding and cursor.holds == self._hold
+
+
+class WriteLease(_Lease):
+    """``with w.acquire_write() as buf:`` -- the claimed chunk's payload to fill."""
+
+    __slots__ = ()
+    _cursor: WriterCursor
+
+    def __enter__(self) -> memoryview:
+        self._begin()
+        return self._cursor.fill()
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is None:
@@ -46,31 +64,25 @@ class WriteLease:
             self._cursor.abort()
 
     def __del__(self) -> None:
-        cursor = self._cursor
-        if cursor.holding and cursor.holds == self._hold:
+        if self._left_holding():
             # spec: WriterExitCut -- this block's __exit__ never ran: unpublished, reused
-            cursor.abort(WRITER_EXIT_CUT)
+            self._cursor.abort(WRITER_EXIT_CUT)
 
 
-class ReadLease:
+class ReadLease(_Lease):
     """``with r.acquire_read() as buf:`` -- the published chunk, read-only by contract."""
 
-    __slots__ = ("_cursor", "_hold")
-
-    def __init__(self, cursor: ReaderCursor) -> None:
-        self._cursor = cursor
-        self._hold = -1
+    __slots__ = ()
+    _cursor: ReaderCursor
 
     def __enter__(self) -> memoryview:
-        cursor = self._cursor
-        self._hold = cursor.holds + 1
-        return cursor.take()
+        self._begin()
+        return self._cursor.take()
 
     def __exit__(self, *exc: object) -> None:
         self._cursor.release()
 
     def __del__(self) -> None:
-        cursor = self._cursor
-        if cursor.holding and cursor.holds == self._hold:
+        if self._left_holding():
             # spec: ReaderExitCut -- this block's __exit__ never ran: released all the same
-            cursor.release(READER_EXIT_CUT)
+            self._cursor.release(READER_EXIT_CUT)
