@@ -7,16 +7,21 @@ host) well within a generous bound, and that nothing else is disturbed.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 import pytest
 
 from verifiedring import BrokenPeerError, Handle, MessageQueue
 from verifiedring import cursors as cursors_module
+from verifiedring.queue import writer_watch
 from verifiedring.testing.launcher import Supervisor, Task, channel
 from verifiedring.waiting import futex_wait
 
@@ -169,3 +174,72 @@ def test_closing_a_local_reader_ends_its_writer_watch() -> None:
         r.close()
         assert not watches[0].is_alive()
     assert {t.name for t in threading.enumerate()} <= before
+
+
+#: A process that leaves its local reader open at exit (as vLLM's workers do). Its first
+#: atexit handler runs last: after every other one, as the interpreter's teardown begins.
+_LEFT_OPEN = """
+import atexit, sys, threading
+
+def at_teardown():
+    watches = [t for t in threading.enumerate() if t.name.startswith("verifiedring watch")]
+    print("watches running at teardown:", [t.name for t in watches if t.is_alive()])
+    sys.stdout.flush()
+
+atexit.register(at_teardown)
+
+from verifiedring import MessageQueue
+
+w = MessageQueue(1, 1)
+r = MessageQueue.create_from_handle(w.export_handle(), 0)
+w.wait_until_ready(20.0)
+r.wait_until_ready(20.0)
+w.enqueue("one", timeout=20.0)
+assert r.dequeue(20.0) == "one"
+print("left open")
+"""
+
+
+def test_an_unclosed_local_readers_watch_has_ended_before_the_interpreter_tears_down() -> None:
+    """No watch thread sits in zmq_poll while the interpreter tears its sockets down."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LEFT_OPEN], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["left open", "watches running at teardown: []"]
+
+
+def test_a_watch_close_that_runs_out_of_time_leaves_the_threads_sockets_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """close() never closes a socket the watch thread may still poll: the thread does,
+    as it ends."""
+    monkeypatch.setattr(writer_watch, "JOIN_TIMEOUT", 0.2)
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowLook:
+        def on_lost(self) -> None:
+            entered.set()
+            release.wait(T)
+
+    look = SlowLook()
+    w = MessageQueue(1, 1)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    watch = r._writer_watch
+    assert watch is not None
+    watch._on_lost = weakref.WeakMethod(look.on_lost)
+    w.close()  # the writer's socket closes: the watch's thread calls on_lost, which waits
+    assert entered.wait(T)
+    watch.close()  # its join runs out while the thread is in on_lost
+    assert watch._thread.is_alive()
+    assert (watch._events.closed, watch._stop_in.closed, watch._stop_out.closed) == (
+        False, False, True,
+    )
+    release.set()
+    watch._thread.join(T)
+    assert not watch._thread.is_alive()
+    assert (watch._events.closed, watch._stop_in.closed) == (True, True)
+    r.close()

@@ -14,12 +14,19 @@ its watch always did, and names a writer that has gone. A disconnect that is not
 death (the writer closed its socket) costs one spurious wake.
 
 The thread touches shared memory only through the cut; it owns its
-two sockets from its start until it ends, and :meth:`close` ends it before the
-reader's ring is unmapped.
+two sockets from its start until it ends, closes them itself as it ends, and
+:meth:`close` ends it before the reader's ring is unmapped. No other thread closes
+a socket the watch may be polling: a close whose join runs out leaves them to the
+thread. Its poll is bounded (``POLL_BOUND_MS``) and it stops at a flag as well as
+at the stop socket. A reader left open at exit (vLLM's workers leave theirs) has
+its watch ended by an ``atexit`` hook, before the interpreter tears anything
+down: no watch thread sits in ``zmq_poll`` then (the candidate cause of a teardown
+segfault in ``zmq_poll`` seen in engine runs).
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import threading
@@ -34,11 +41,16 @@ from ..waiting import MAX_IDLE_BLOCK
 
 #: How long close() waits for the thread to end (it ends as soon as it is told).
 JOIN_TIMEOUT = 5.0
+#: The longest one poll of the thread lasts: then it looks at its stop flag (a stop
+#: message that never arrived cannot keep it in zmq_poll).
+POLL_BOUND_MS = 1000
 #: An idle reader's longest block while its watch runs: a writer gone is told by the
 #: watch, a frame to read by the writer's wake; what is left to look for is rare.
 WATCHED_IDLE_BLOCK = 10.0
 
 _names = itertools.count()
+#: The watches whose thread may run, ended at exit (:func:`_end_all`).
+_live: weakref.WeakSet[WriterWatch] = weakref.WeakSet()
 
 
 def watch_writer(
@@ -72,6 +84,7 @@ class WriterWatch:
         self._events = ctx.socket(zmq.PAIR)
         self._stop_in = ctx.socket(zmq.PAIR)
         self._stop_out = ctx.socket(zmq.PAIR)
+        self._stopping = threading.Event()
         try:
             self._events.connect(address)
             self._stop_in.bind(address + "-stop")
@@ -79,21 +92,28 @@ class WriterWatch:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
         except BaseException:
-            self._close_sockets()
+            self._close_sockets(self._events, self._stop_in, self._stop_out)
             raise
+        _live.add(self)
 
     def _run(self) -> None:
+        try:
+            self._watch()
+        finally:  # the thread's own sockets, closed by the only thread that polls them
+            self._close_sockets(self._events, self._stop_in)
+
+    def _watch(self) -> None:
         poller = zmq.Poller()
         poller.register(self._events, zmq.POLLIN)
         poller.register(self._stop_in, zmq.POLLIN)
-        while True:
-            ready = dict(poller.poll())
+        while not self._stopping.is_set():
+            ready = dict(poller.poll(POLL_BOUND_MS))
             if self._stop_in in ready:
                 return
             if self._events in ready:
                 self._events.recv_multipart()  # the event's frames: which, and where
                 on_lost = self._on_lost()  # held: the reader stays alive through the cut
-                if on_lost is None or self._events.closed:
+                if on_lost is None or self._stopping.is_set():
                     return  # the reader is gone, or was dropped and closed the watch
                 self._cursor.cut_sleep(on_lost)  # what the woken reader looks at, first
                 del on_lost
@@ -107,16 +127,30 @@ class WriterWatch:
         return False
 
     def close(self) -> None:
-        """End the thread, stop the monitor and close the watch's sockets. Idempotent."""
+        """End the thread, stop the monitor and close the watch's sockets (a thread that
+        runs closes its own as it ends). Idempotent."""
         if self._stop_out.closed:
             return
+        _live.discard(self)
+        self._stopping.set()
         if self._thread.is_alive():
             self._stop_out.send(b"", zmq.NOBLOCK)
             if threading.current_thread() is not self._thread:  # not from its on_lost
                 self._thread.join(JOIN_TIMEOUT)
+        if not self._thread.is_alive():  # it closed its own, or never ran here (a fork)
+            self._close_sockets(self._events, self._stop_in)
         self._sock.disable_monitor()
-        self._close_sockets()
+        self._close_sockets(self._stop_out)
 
-    def _close_sockets(self) -> None:
-        for s in (self._events, self._stop_in, self._stop_out):
+    @staticmethod
+    def _close_sockets(*sockets: zmq.Socket[Any]) -> None:
+        for s in sockets:
             s.close(linger=0)
+
+
+@atexit.register
+def _end_all() -> None:
+    """End every watch still running, before the interpreter's teardown (zmq's own
+    ``atexit`` hook, registered earlier, runs after this one)."""
+    for watch in list(_live):
+        watch.close()
