@@ -17,8 +17,8 @@ from verifiedring.testing.namespaces import MIB, unavailable_reason
 from . import venv
 from .check import Run, compare, run_engine
 
-#: What a run refused for room says (verifiedring's SharedMemoryFullError, vLLM's check).
-REFUSED = "MiB required"
+#: What a run refused for room raised.
+REFUSED = "SharedMemoryFullError: "
 DOCKER_SHM = 64 * MIB
 
 
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         base, other = (_one(q, **size) for q in ("vllm", "verifiedring"))
         pairs.append((base, other))
-        failed |= bool(base.problems or other.problems or _differs(base, other))
+        differs = _differs(base, other)
+        failed |= bool(base.problems or other.problems or differs)
     if args.shm64 != "skip":
         failed |= _shm64(pairs[0][0], _one("verifiedring", shm_bytes=DOCKER_SHM, **size),
                          must_run=args.shm64 == "must-run")

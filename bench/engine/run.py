@@ -39,6 +39,8 @@ CONFIG: dict[str, Any] = {
     "eos_token_id": 2,
 }
 PROMPT_LEN = 16
+#: How long the engine core may take to end (the LLM process's wait, then SIGKILL).
+SHUTDOWN_S = 30.0
 
 
 def write_model(folder: Path) -> Path:
@@ -83,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps({
         "tokens": tokens, "generate_s": elapsed, "steps": args.tokens, "pid": os.getpid(),
     }))
-    del llm  # the engine's shutdown, before the interpreter's
+    # the engine's shutdown, before the interpreter's, with time for the engine core to
+    # end its workers its own way (SIGTERM after their grace period): `del llm` alone
+    # gives it less than that grace, then SIGKILLs it and them
+    llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_S)
+    del llm
     return 0
 
 
