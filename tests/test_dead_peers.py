@@ -22,6 +22,7 @@ import pytest
 from verifiedring import BrokenPeerError, Handle, MessageQueue
 from verifiedring import cursors as cursors_module
 from verifiedring.queue import writer_watch
+from verifiedring.queue.local_reader import LocalReader
 from verifiedring.testing.launcher import Supervisor, Task, channel
 from verifiedring.waiting import futex_wait
 
@@ -226,6 +227,7 @@ def test_a_watch_close_that_runs_out_of_time_leaves_the_threads_sockets_to_it(
     look = SlowLook()
     w = MessageQueue(1, 1)
     r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    assert isinstance(r, LocalReader)
     w.wait_until_ready(T)
     r.wait_until_ready(T)
     watch = r._writer_watch
@@ -243,3 +245,21 @@ def test_a_watch_close_that_runs_out_of_time_leaves_the_threads_sockets_to_it(
     assert not watch._thread.is_alive()
     assert (watch._events.closed, watch._stop_in.closed) == (True, True)
     r.close()
+
+
+def test_a_forked_child_leaves_its_parents_watches_alone_at_exit() -> None:
+    """The exit hook ends this process's watches only: a child forked from a process
+    with a running watch exits without touching the parent's sockets."""
+    with MessageQueue(1, 1) as w:
+        r = MessageQueue.create_from_handle(w.export_handle(), 0)
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        assert len(writer_watch._live) == 1
+        pid = os.fork()
+        if pid == 0:  # the child: what its exit hook would close
+            os._exit(len(writer_watch._live))
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert len(writer_watch._live) == 1
+        r.close()
+        assert len(writer_watch._live) == 0

@@ -49,8 +49,10 @@ POLL_BOUND_MS = 1000
 WATCHED_IDLE_BLOCK = 10.0
 
 _names = itertools.count()
-#: The watches whose thread may run, ended at exit (:func:`_end_all`).
+#: The watches whose thread may run, ended at exit (:func:`_end_all`); a forked child
+#: has none (their threads were not copied, their sockets are the parent's).
 _live: weakref.WeakSet[WriterWatch] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_live.clear)
 
 
 def watch_writer(
