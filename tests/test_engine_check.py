@@ -82,3 +82,32 @@ def test_compare_names_each_prompt_whose_tokens_differ() -> None:
     assert compare(base, other) == ["prompt 1: [3, 9] != [3, 4]"]
     other.tokens = [[1, 2]]
     assert compare(base, other) == ["1 prompts answered, expected 3"]
+
+
+def test_a_headless_node_is_checked_without_tokens_or_an_engine_core() -> None:
+    run = _run("verifiedring", [WRITER, READER])
+    run.tokens, run.pid = None, 0
+    del run.records["EngineCore"], run.records["VllmWorker-0"]
+    assert _problems(run, workers=1, cores=0) == []
+    assert _problems(run) == [
+        "the engine wrote no tokens",
+        "LLM recorded no exit (crashed or killed)",
+        "expected 1 engine core(s) and 2 worker(s), the processes were "
+        "['MainProcess', 'VllmWorker-1']",
+    ]
+
+
+def test_a_traceback_logged_at_error_is_told_by_its_first_and_last_line() -> None:
+    output = "\n".join([
+        "(Worker_TP1 pid=11) ERROR [x.py:1] WorkerProc failed.",
+        "(Worker_TP1 pid=11) ERROR [x.py:1] Traceback (most recent call last):",
+        "(Worker_TP1 pid=11) ERROR [x.py:1] ClosedError: the writer shut the queue down",
+        "(MainProcess pid=5) INFO [y.py:2] fine",
+        "(MainProcess pid=5) ERROR [y.py:3] Worker proc VllmWorker-1 died unexpectedly",
+    ])
+    run = _run("verifiedring", [WRITER, READER], stderr=output)
+    assert _problems(run) == [
+        "crash: (Worker_TP1 pid=11) ERROR [x.py:1] WorkerProc failed.",
+        "crash: (Worker_TP1 pid=11) ERROR [x.py:1] ClosedError: the writer shut the queue down",
+        "crash: (MainProcess pid=5) ERROR [y.py:3] Worker proc VllmWorker-1 died unexpectedly",
+    ]

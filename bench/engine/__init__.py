@@ -12,5 +12,6 @@ builds its own venv).
 * :mod:`.run`: one engine run, inside that venv;
 * ``site/sitecustomize.py``: what every interpreter of a run loads first (the queue,
   the records of each process);
-* :mod:`.check` and ``__main__``: the runs, what they must show, the report.
+* :mod:`.check` and ``__main__``: the runs, what they must show, the report;
+* :mod:`.hosts`: the run across two namespace hosts (node 0 and a headless node 1).
 """

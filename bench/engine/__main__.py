@@ -16,6 +16,7 @@ from verifiedring.testing.namespaces import MIB, unavailable_reason
 
 from . import venv
 from .check import Run, compare, run_engine
+from .hosts import run_two_hosts
 
 #: What a run refused for room raised.
 REFUSED = "SharedMemoryFullError: "
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="vLLM-then-verifiedring pairs")
     parser.add_argument("--shm64", choices=("may-refuse", "must-run", "skip"),
                         default="may-refuse", help="the 64 MiB /dev/shm run")
+    parser.add_argument("--hosts", choices=("run", "skip"), default="run",
+                        help="the run across two namespace hosts, on verifiedring")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
@@ -50,10 +53,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.shm64 != "skip":
         failed |= _shm64(pairs[0][0], _one("verifiedring", shm_bytes=DOCKER_SHM, **size),
                          must_run=args.shm64 == "must-run")
+    if args.hosts == "run":
+        failed |= _two_hosts(pairs[0][0], **size)
     _ratios(pairs)
     print(f"engine-check: {'FAILED' if failed else 'ok'}, {len(pairs)} round(s), "
           f"{time.monotonic() - start:.0f} s in all")
     return int(failed)
+
+
+def _two_hosts(base: Run, *, prompts: int, tokens: int, timeout: float) -> bool:
+    """Whether the run across two hosts failed (problems, or tokens not vLLM's)."""
+    t = time.monotonic()
+    runs = run_two_hosts("verifiedring", prompts=prompts, tokens=tokens, timeout=timeout)
+    print(f"run verifiedring across two hosts: {time.monotonic() - t:.0f} s", flush=True)
+    for i, run in enumerate(runs):
+        _show(f"host {i}: ", run)
+    return any(r.problems for r in runs) | _differs(base, runs[0])
 
 
 def _one(queue: str, *, prompts: int, tokens: int, timeout: float,
@@ -62,8 +77,14 @@ def _one(queue: str, *, prompts: int, tokens: int, timeout: float,
     run = run_engine(queue, prompts=prompts, tokens=tokens, timeout=timeout, shm_bytes=shm_bytes)
     shm = f"{run.shm_bytes // MIB} MiB /dev/shm"
     print(f"run {queue:12} ({shm}): {time.monotonic() - t:5.0f} s, {run.step_s * 1e3:.1f} ms "
-          f"per step, /dev/shm after exit: {list(run.result.shm_left)}, processes left: "
-          f"{list(run.result.stragglers + tuple(map(str, run.result.lingering)))}", flush=True)
+          f"per step", flush=True)
+    _show("", run)
+    return run
+
+
+def _show(label: str, run: Run) -> None:
+    print(f"  {label}/dev/shm after exit: {list(run.result.shm_left)}, processes left: "
+          f"{list(run.result.stragglers + tuple(map(str, run.result.lingering)))}")
     print("  queues built, from inside each process: " + "; ".join(
         f"{name}: {', '.join(c.rsplit('.', 1)[-1] for c in run.queue_classes(name)) or '-'}"
         for name in sorted(run.records) if name != "MainProcess"
@@ -71,7 +92,6 @@ def _one(queue: str, *, prompts: int, tokens: int, timeout: float,
     print(f"  output: {run.log}")
     for problem in run.problems:
         print(f"  PROBLEM: {problem}")
-    return run
 
 
 def _differs(base: Run, other: Run) -> bool:

