@@ -134,6 +134,10 @@ class WriterWatch:
         if self._stop_out.closed:
             return
         _live.discard(self)
+        # first, while the thread's end of the monitor is still open: an event the
+        # reader's socket emits meanwhile is sent to that end, and such a send blocks
+        # (for good) once no peer is connected
+        self._sock.disable_monitor()
         self._stopping.set()
         if self._thread.is_alive():
             self._stop_out.send(b"", zmq.NOBLOCK)
@@ -141,7 +145,6 @@ class WriterWatch:
                 self._thread.join(JOIN_TIMEOUT)
         if not self._thread.is_alive():  # it closed its own, or never ran here (a fork)
             self._close_sockets(self._events, self._stop_in)
-        self._sock.disable_monitor()
         self._close_sockets(self._stop_out)
 
     @staticmethod
