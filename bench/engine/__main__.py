@@ -110,7 +110,7 @@ def _shm64(base: Run, run: Run, *, must_run: bool) -> bool:
                     if REFUSED in ln), None)
     if run.tokens is None and refusal is not None:
         verdict = "FAILED" if must_run else "expected until the room policy lands"
-        print(f"  64 MiB: refused for room ({verdict}): {refusal.strip()[-200:]}")
+        print(f"  64 MiB: refused for room ({verdict}): {refusal.split(REFUSED, 1)[1]}")
         return must_run
     return bool(run.problems) or _differs(base, run)
 

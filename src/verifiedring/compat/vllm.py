@@ -47,6 +47,7 @@ from ..errors import MisuseError, RingTimeoutError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
 from ..queue import Handle, MessageQueue
 from ..queue import message_queue as _queue_module
+from ..queue import reader as _reader_module
 from ..queue.serialization import rebuild_tensor as _rebuild_tensor
 from ..queue.serialization import reduce_tensor as _reduce_tensor
 from ..queue.serialization import use_tensor_reducer
@@ -179,6 +180,7 @@ def install(engine: str = "vllm") -> ModuleType:
     _engine = engine
     use_room_check(_room_check)
     _queue_module.use_log_interval(_warning_interval)
+    _reader_module.wait_after_shutdown(True)
     use_tensor_reducer(_reduce_by_name)
     _arena_module.use_attach_hook(_register_reader_arena)
     forward_to(*ENGINES[engine], _WORDING[engine])
@@ -243,6 +245,7 @@ def uninstall() -> None:
         _give_back(path)
     use_room_check(None)
     _queue_module.use_log_interval(None)
+    _reader_module.wait_after_shutdown(False)
     use_tensor_reducer(None)
     _arena_module.use_attach_hook(None)
     stop_forwarding()

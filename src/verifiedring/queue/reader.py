@@ -11,7 +11,7 @@ from typing import Any, ClassVar, NoReturn, Protocol
 import zmq
 
 from ..arena import ArenaReader
-from ..errors import BrokenPeerError, CancelledError, DecodeError, RingTimeoutError
+from ..errors import BrokenPeerError, CancelledError, ClosedError, DecodeError, RingTimeoutError
 from ..steps import (
     READER_AWAIT_READY,
     READER_CLOSE,
@@ -19,7 +19,7 @@ from ..steps import (
     QueueObserver,
     reader_actor,
 )
-from ..waiting import FOREVER, Deadline, StallLog
+from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
 from .curve import CurveKeys
 from .handle import Handle
@@ -33,6 +33,22 @@ from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscribe
 LOST_GRACE = 0.5
 
 _IDLE = ReaderState.IDLE
+#: Whether a reader's ``dequeue(indefinite=True)`` waits out the writer's shutdown
+#: instead of raising :class:`ClosedError` (:func:`wait_after_shutdown`).
+_waits_after_shutdown = False
+
+
+def wait_after_shutdown(on: bool) -> None:
+    """vLLM's reader never learns that its writer shut down: a worker's busy loop
+    (``dequeue(indefinite=True)``) ends only when its own process is told to stop
+    (SIGTERM, the death pipe's ``shutdown()``), and any error out of it is a worker
+    crash to vLLM. ``on``: such a dequeue waits as for a writer that sends nothing
+    instead (compat's :func:`~verifiedring.compat.vllm.install`); ``False``: it raises
+    :class:`ClosedError` (the library's own behaviour)."""
+    global _waits_after_shutdown
+    _waits_after_shutdown = on
+
+
 _after = Deadline.after  # bound once: no bound method made per call
 
 
@@ -100,30 +116,58 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         :class:`CancelledError` when it would wait after :meth:`shutdown` (a message
         already published is still returned) or once ``cancel`` is set,
         :class:`BusyError` while another thread is inside this reader's dequeue.
-        ``indefinite=True`` (a worker's busy loop): no stall warnings."""
+        ``indefinite=True`` (a worker's busy loop): no stall warnings; where
+        :func:`wait_after_shutdown` is on (vLLM's compat), the writer's shutdown is not
+        raised but waited out like a writer that sends nothing (until ``cancel``, or
+        ``shutdown()`` on a local reader, or ``timeout``)."""
         if self._busy:
             raise self._conflict("dequeue()")
         self._busy = True
         try:
-            state = self._state
-            if state is not _IDLE and state not in self._resumable:
-                self._refuse()
             self._cancel = cancel  # consulted only while it waits (as vLLM's)
             self._quiet = indefinite
-            arena = self._arena
-            if arena is not None:
-                arena.begin(self._seq)  # the message its stubs may name
             if timeout is None:  # the hot path: no call, no compare with None
                 deadline, poll = FOREVER, False
             else:
                 deadline, poll = _after(timeout), timeout == 0
+            state = self._state
+            if state is not _IDLE and state not in self._resumable:
+                self._refuse()
+            arena = self._arena
+            if arena is not None:
+                arena.begin(self._seq)  # the message its stubs may name
             if state is _IDLE:
                 return self._dequeue(deadline, poll)
             if state is ReaderState.OWED:
                 return self._pay_owed()
             return self._unfinished(deadline, poll)
+        except ClosedError:
+            if not (indefinite and _waits_after_shutdown and self._told_shutdown()):
+                raise
+            self._wait_unfed(deadline)
         finally:
             self._busy = False
+
+    def _told_shutdown(self) -> bool:
+        """Whether this reader is closed by the writer's SHUTDOWN (not by close())."""
+        return self._shutdown_total is not None and not self._closed
+
+    def _wait_unfed(self, deadline: Deadline) -> NoReturn:
+        """Wait as for a writer that sends nothing more: until cancelled
+        (:class:`CancelledError`) or ``deadline`` (:class:`RingTimeoutError`); a signal
+        handler's exception (vLLM's SIGTERM) ends it too."""
+        why = f"the writer shut the queue down after {self._shutdown_total} messages"
+
+        def timed_out(waited: float) -> RingTimeoutError:
+            return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s: {why}")
+
+        def nothing_comes(ms: int) -> bool:
+            time.sleep(ms / 1000)
+            return False
+
+        log = StallLog(lambda: f"{self._who()} waits: {why}", math.inf)
+        wait_readable(nothing_comes, deadline, log, timed_out, self._watch_cancel)
+        self._cancelled()  # the wait ends only by its watch, or the deadline
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         """This role's dequeue from IDLE (``poll``: the caller's timeout is 0)."""
@@ -192,11 +236,7 @@ class QueueReader(ReaderOutcomes, MessageQueue):
     def _watch(self) -> None:
         """While this reader waits: raise :class:`CancelledError` if woken, or
         :class:`BrokenPeerError` if the writer is gone."""
-        cancel = self._cancel
-        if (self.shutting_down and self._shutdown_cancels) or (
-            cancel is not None and cancel.is_set()
-        ):
-            self._cancelled()
+        self._watch_cancel()
         how = self._writer_lost()
         if how is None:
             self._lost_at = None  # back (a reconnect before READY): the grace starts over
@@ -206,6 +246,14 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             self._lost_at = now  # what it sent before it went may still be arriving
         elif now - self._lost_at >= LOST_GRACE:
             raise self._writer_gone(how)
+
+    def _watch_cancel(self) -> None:
+        """Raise :class:`CancelledError` if this reader's wait is cancelled."""
+        cancel = self._cancel
+        if (self.shutting_down and self._shutdown_cancels) or (
+            cancel is not None and cancel.is_set()
+        ):
+            self._cancelled()
 
     def _writer_lost(self) -> str | None:
         """How this reader knows the writer is gone (per channel), else ``None``."""
