@@ -19,7 +19,7 @@ from .errors import ClosedError, MisuseError
 from .layout import SLEEP_WORD_SIZE, RingLayout
 from .reservation import PageReserver, committed_at_create, reserve_policy, room_at_create
 from .shm import SharedSegment
-from .steps import StepObserver
+from .steps import STEP_OBSERVER_METHODS, StepObserver, require_observer
 from .waiting import DEFAULT_LOG_INTERVAL, SLEEP_KIND, buffer_address
 
 __all__ = ["ReaderCursor", "RingHandle", "ShmRingBuffer", "WriterCursor"]
@@ -142,6 +142,7 @@ class ShmRingBuffer:
         self, observer: StepObserver | None = None, log_interval: float = DEFAULT_LOG_INTERVAL
     ) -> WriterCursor:
         """The writer cursor. At most one per segment per process."""
+        require_observer(observer, STEP_OBSERVER_METHODS, "StepObserver")
         self._claim("writer", None)
         cursor = WriterCursor(self, PageReserver(self._segment, self.layout, self._reserve),
                               observer, log_interval)
@@ -159,6 +160,7 @@ class ShmRingBuffer:
         ``wake_on_publish=False``: its waits sleep, doubling, instead of blocking
         until the writer wakes them (for comparison)."""
         self.layout.check_reader(index)
+        require_observer(observer, STEP_OBSERVER_METHODS, "StepObserver")
         self._claim("reader", index)
         cursor = ReaderCursor(self, index, observer, log_interval, wake_on_publish)
         self._cursors.append(cursor)
