@@ -142,6 +142,32 @@ def test_a_missing_ipc_socket_is_refused_at_once_also_with_no_timeout(
     assert seconds < BOUND
 
 
+@pytest.mark.parametrize("rank", [0, 1], ids=["local", "remote"])
+def test_a_wrong_hmac_key_is_refused_at_once_naming_the_key_not_showing_it(
+    writer: MessageQueue, rank: int
+) -> None:
+    """Before, a remote reader waited for READY until its timeout (the writer drops a
+    hello it cannot verify): the handle's tag does not verify under the key."""
+    wrong = bytes(32)
+    bad = dataclasses.replace(writer.export_handle(), hmac_key=wrong)
+    exc, seconds = _error(lambda: _attach_and_wait(bad, rank, None))
+    assert isinstance(exc, BrokenPeerError), exc
+    assert "handle.ring_tag does not verify under handle.hmac_key" in str(exc), exc
+    assert "the key is not the writer's" in str(exc) and repr(wrong) not in str(exc)
+    assert seconds < BOUND
+
+
+def test_a_remote_reader_of_a_closed_queue_is_told_within_the_bound_with_no_timeout() -> None:
+    """Before, it waited for READY until its timeout (forever with None)."""
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        h = w.export_handle()
+    exc, seconds = _error(lambda: _attach_and_wait(h, 0, None))
+    assert isinstance(exc, BrokenPeerError), exc
+    assert f"nothing accepts connections at {h.remote_subscribe_addr}: the writer closed the " \
+        "queue or died" in str(exc), exc
+    assert seconds < BOUND
+
+
 @pytest.mark.parametrize("keys", ["client", "server"])
 def test_a_wrong_curve_key_says_authentication_failed_not_a_dead_writer(
     keys: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,13 +49,35 @@ class Handle:
     local_notify_addr: str | None = None
 
 
-def ring_tag(signer: Signer, ring: RingHandle, arena: ArenaHandle | None = None) -> bytes:
+def ring_tag(signer: Signer, ring: RingHandle | None, arena: ArenaHandle | None = None) -> bytes:
     """The tag of ``ring``'s (and the tensor ``arena``'s) name and geometry under the
-    queue's key: a reader refuses a handle altered in either."""
-    body = f"{ring.name}/{ring.n_reader}/{ring.max_chunk_bytes}/{ring.max_chunks}"
+    queue's key (without a ring: of that fact): a reader refuses a handle altered in
+    either, or whose key is not the one the tag was made with."""
+    body = "no ring" if ring is None else (
+        f"{ring.name}/{ring.n_reader}/{ring.max_chunk_bytes}/{ring.max_chunks}"
+    )
     if arena is not None:
         body += f"/arena {arena.name}/{arena.n_reader}/{arena.n_slots}/{arena.slot_bytes}"
     return signer.sign([body.encode()])[:16]
+
+
+def check_tag(handle: Handle, signer: Signer, who: str) -> None:
+    """:class:`BrokenPeerError` unless ``handle.ring_tag`` is the tag, under
+    ``handle.hmac_key`` (``signer``), of the ring and arena the handle names: a wrong
+    key, or an altered ring or arena. Neither the key nor the tag is shown."""
+    ring, arena = handle.buffer_handle, handle.tensor_arena_handle
+    if hmac.compare_digest(ring_tag(signer, ring, arena), handle.ring_tag):
+        return
+    names = "no ring" if ring is None else (
+        f"ring segment {ring.name!r}, n_reader={ring.n_reader}, max_chunk_bytes="
+        f"{ring.max_chunk_bytes}, max_chunks={ring.max_chunks}, arena {arena}"
+    )
+    raise BrokenPeerError(
+        f"{who}: handle.ring_tag does not verify under handle.hmac_key for what the handle "
+        f"names ({names}): the key is not the writer's, or the ring or arena was altered "
+        "(handle altered; neither key nor tag shown): use the handle the writer's "
+        "export_handle() gave"
+    )
 
 
 def check_counts(

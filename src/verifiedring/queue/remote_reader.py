@@ -12,7 +12,7 @@ from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_BROKEN, REMOTE_SEE_SHUTDOWN, Q
 from ..waiting import Deadline
 from . import wire
 from .credit import ack_interval
-from .handle import Handle, remote_part
+from .handle import Handle, check_tag, remote_part
 from .lifecycle import ReaderState
 from .reader import QueueReader
 from .sockets import ack_push, pending_frames
@@ -37,10 +37,12 @@ class RemoteReader(QueueReader):
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
         super().__init__(handle, rank, observer)
         sub, ack, curve = remote_part(handle, rank)
+        check_tag(handle, self._signer, self._who())
         self._ack_interval = ack_interval(handle.remote_window)
         self._acks_sent = 0
         self._disconnected = False  # a disconnect after READY: the writer is gone for good
         self._down = False  # the connection is closed now (it has been open before)
+        self._refused = False  # the last connect was refused, none succeeded since
         self._sock = self._subscribe(sub, handle.remote_window, curve, _EVENTS)
         try:
             self._monitor = self._sock.get_monitor_socket()  # the one made before the connect
@@ -130,8 +132,13 @@ class RemoteReader(QueueReader):
             if _event_id(event) == zmq.EVENT_DISCONNECTED:
                 self._down = True
                 self._disconnected = self._disconnected or self._handshaken
+            elif _event_id(event) == zmq.EVENT_CONNECT_RETRIED:  # refused: nobody listens
+                self._down = self._refused = True
             else:  # the CURVE handshake with the writer succeeded: connected (again)
-                self._down = False
+                self._down = self._refused = False
+        if self._refused and not self._handshaken:
+            return (f"nothing accepts connections at {self._handle.remote_subscribe_addr}: "
+                    "the writer closed the queue or died")
         if self._disconnected or (self._down and not self._handshaken):
             curve = self._handle.curve
             bound = "" if curve is None else f"; heartbeat timeout {curve.heartbeat_timeout_ms} ms"
@@ -161,9 +168,10 @@ _HANDSHAKE_FAILED: dict[int, str] = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "authentication did not complete (the server key "
                                           "is not the writer's, or the connection dropped)",
 }
-#: What the reader's monitor reports: the connection closing, the handshake's end.
+#: What the reader's monitor reports: the connection closing or refused, the handshake's end.
 _EVENTS = (
-    zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
 )
 
