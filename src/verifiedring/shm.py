@@ -16,7 +16,8 @@ the whole segment; a ring's are its room policy's, :mod:`verifiedring.reservatio
 Creates in one ``/dev/shm`` (whatever PID namespace each runs in) take turns:
 each holds the directory's lock from its room check to the end of its
 reservation, so concurrent creates never split the room between them and fail
-together: they are exact for what they reserve. A full ``/dev/shm`` is a
+together: they are exact for what they reserve. A later reservation takes the
+same turn. A full ``/dev/shm`` is a
 :class:`SharedMemoryFullError` (a :class:`MisuseError`) naming the sizes at that
 call, never a SIGBUS at the first touch of a page later. A created segment that is collected without
 :meth:`SharedSegment.unlink` is unlinked then, by its creator process only.
@@ -261,13 +262,16 @@ class SharedSegment:
 
     def reserve(self, offset: int, length: int, what: str) -> None:
         """Back bytes ``offset .. offset + length`` (within the segment) with pages now
-        (``posix_fallocate``; pages already backed keep their bytes). No room:
+        (``posix_fallocate``, in the directory's turn, as creates take it: so it fails
+        only when fewer bytes are free than it wants; pages already backed keep their
+        bytes). No room:
         :class:`SharedMemoryFullError` naming this segment, ``what``, the bytes wanted
         and the bytes free; the segment is unchanged and stays usable."""
         if self._mmap is None:
             raise ClosedError(f"segment {self.name!r} is closed: cannot reserve {what}")
         try:
-            os.posix_fallocate(self._fd, offset, length)
+            with _turn():  # as a create's: two reservations never split the room and fail
+                os.posix_fallocate(self._fd, offset, length)
         except OSError as exc:
             if exc.errno not in _NO_ROOM_ERRNOS:
                 raise
