@@ -79,7 +79,7 @@ def test_a_handle_address_zeromq_cannot_use_is_a_misuse_error_naming_the_field(
     bad = dataclasses.replace(writer.export_handle(), **changes)
     with pytest.raises(MisuseError) as info:
         MessageQueue.create_from_handle(bad, rank)
-    assert str(info.value).startswith(f"handle.{field}={value!r} is not a "), info.value
+    assert str(info.value).startswith(f"handle.{field}={value!r} is no "), info.value
 
 
 @pytest.mark.parametrize("key", ["server_public", "client_public", "client_secret"])

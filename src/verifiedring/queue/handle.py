@@ -209,7 +209,7 @@ def _check_fields(handle: Handle) -> None:
         address = getattr(handle, name)
         if address is not None and not _address_ok(address, scheme):
             raise MisuseError(
-                f"handle.{name}={address!r} is not a {scheme}:// address "
+                f"handle.{name}={address!r} is no {scheme}:// address "
                 f"({'a path' if scheme == 'ipc' else 'tcp://HOST:PORT, PORT in 1..65535'}): "
                 "use the handle the writer's export_handle() gave"
             )
