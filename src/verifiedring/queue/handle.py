@@ -74,9 +74,9 @@ def check_tag(handle: Handle, signer: Signer, who: str) -> None:
     )
     raise BrokenPeerError(
         f"{who}: handle.ring_tag does not verify under handle.hmac_key for what the handle "
-        f"names ({names}): the key is not the writer's, or the ring or arena was altered "
-        "(handle altered; neither key nor tag shown): use the handle the writer's "
-        "export_handle() gave"
+        f"names ({names}): the key is not the writer's, or the ring's or arena's name or "
+        "geometry was altered (handle altered; neither key nor tag shown): use the handle "
+        "the writer's export_handle() gave"
     )
 
 
@@ -139,16 +139,17 @@ def check_attach(handle: object, rank: object) -> None:
         )
     if handle.curve is not None:
         _check_curve(handle.curve)
-    address = handle.local_subscribe_addr
-    if rank in handle.local_reader_ranks and address is not None:
-        path = address.removeprefix("ipc://")
-        if not os.path.exists(path):
-            raise BrokenPeerError(
-                f"local reader rank {rank} (pid {os.getpid()}): the writer's ipc socket "
-                f"{path!r} does not exist: the writer (pid {handle.writer_pid} on host "
-                f"{handle.writer_host}) closed the queue or died, or removed it once every "
-                "reader had joined (a reader cannot join a running queue)"
-            )
+
+
+def check_ipc(address: str, writer: str, who: str) -> None:
+    """:class:`BrokenPeerError` unless the writer's ipc socket ``address`` exists."""
+    path = address.removeprefix("ipc://")
+    if not os.path.exists(path):
+        raise BrokenPeerError(
+            f"{who}: the writer's ipc socket {path!r} does not exist: {writer} closed the "
+            "queue or died, or removed it once every reader had joined (a reader cannot "
+            "join a running queue)"
+        )
 
 
 def remote_part(handle: Handle, rank: int) -> tuple[str, str, CurveKeys]:

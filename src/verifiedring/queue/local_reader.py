@@ -27,7 +27,7 @@ from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .flavors.overflow import OverflowReader
 from .flavors.run.reader import RunReceiver
-from .handle import Handle, check_tag
+from .handle import Handle, check_ipc, check_tag
 from .held_chunk import NOTHING, TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
@@ -62,6 +62,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         self.max_chunks = bh.max_chunks
         self._init_overflow()
         _check_ring(self, handle, bh)
+        check_ipc(handle.local_subscribe_addr, self._writer, self._who())
         self._ring = ShmRingBuffer.attach(bh)
         sock: zmq.Socket[Any] | None = None
         try:
