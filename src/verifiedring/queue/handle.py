@@ -147,7 +147,7 @@ def check_ipc(address: str, writer: str, who: str) -> None:
     if not os.path.exists(path):
         raise BrokenPeerError(
             f"{who}: the writer's ipc socket {path!r} does not exist: {writer} closed the "
-            "queue or died, or removed it once every reader had joined (a reader cannot "
+            "queue or died, or removed it once every reader had attached (a reader cannot "
             "join a running queue)"
         )
 
