@@ -5,8 +5,8 @@ every ring of a process by ``$VERIFIEDRING_SHM_RESERVE`` (:func:`reserve_policy`
 
 * ``"pages"`` (the default): a create reserves what every ring touches -- the
   sleep area, the flag area and the page holding the start of each chunk's data
-  (:func:`committed_at_create`), so every chunk carries a message of up to a page
-  less the header with nothing reserved later -- and its room check asks for
+  (:func:`committed_at_create`), so a small message (to the end of that page, less
+  the header) needs nothing reserved later -- and its room check asks for
   that plus one whole chunk (:func:`room_at_create`): a ``/dev/shm`` that cannot
   take one message as large as a chunk refuses the ring at create. The rest is
   reserved as the writer's bytes reach it.

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from faults.drivers import Obs, T, error_of, listing, pair, shm_free
+from faults.drivers import SHM_DIR, Obs, T, error_of, listing, pair, shm_free
 from verifiedring import MessageQueue, RingLayout, ShmRingBuffer
 from verifiedring.reservation import RESERVE_ENV, room_at_create
 
@@ -171,4 +171,45 @@ def racing_creators(
             p.join(T)
         obs["rounds"].append(got)
         obs["left"] = listing()
+    return obs
+
+
+def third_party_fills(policy: str) -> Obs:
+    """A queue (1 MiB x 4) made under ``policy``; then a third party fills /dev/shm to
+    the last byte. Small messages (1 KiB, twice round the ring), then one as large as
+    a chunk; the filler removed, that one again."""
+    use_policy(policy)
+    chunk = 1 << 20
+    w, r = pair(max_chunk_bytes=chunk, max_chunks=4)
+    obs: Obs = {"held_at_create": w._local.ring.held_bytes()}  # type: ignore[attr-defined]
+    filler = os.open(os.path.join(SHM_DIR, "filler"), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        os.posix_fallocate(filler, 0, shm_free())
+        obs["free_filled"] = shm_free()
+        small = [{"i": i, "b": bytes([i]) * 1024} for i in range(8)]
+        sent = [error_of(lambda m=m: w.enqueue(m, timeout=T)) for m in small[:1]]
+        got = [r.dequeue(T)]
+        for m in small[1:]:
+            sent.append(error_of(lambda m=m: w.enqueue(m, timeout=T)))
+            got.append(r.dequeue(T))
+        obs["small_errors"] = [s["message"] for s in sent if s["error"]]
+        obs["small_delivered"] = got == small
+        big = b"B" * (chunk - 200)
+        obs["big"] = error_of(lambda: w.enqueue(big, timeout=T))
+        obs["free_after_big"] = shm_free()
+        if obs["big"]["error"] is None:
+            obs["big_delivered"] = r.dequeue(T) == big
+        os.close(filler)
+        filler = -1
+        os.unlink(os.path.join(SHM_DIR, "filler"))
+        if obs["big"]["error"] is not None:
+            obs["retry"] = error_of(lambda: w.enqueue(big, timeout=T))
+            obs["big_delivered"] = r.dequeue(T) == big
+    finally:
+        if filler >= 0:
+            os.close(filler)
+            os.unlink(os.path.join(SHM_DIR, "filler"))
+        r.close()
+        w.close()
+    obs["left_after"] = listing()
     return obs

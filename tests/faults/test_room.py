@@ -148,3 +148,31 @@ def test_racing_creators_under_reserve_all_are_exact_for_whole_segments() -> Non
                 assert f"segment: {need} bytes" in g["create_error"], g
     assert obs["left"] == []
     assert run.left == ()
+
+
+def test_a_queue_made_before_a_third_party_fills_shm_carries_small_messages() -> None:
+    """The default policy: a queue made, then /dev/shm filled to the last byte by
+    someone else. Small messages (in each chunk's first page, reserved at create)
+    still go, twice round the ring; one as large as a chunk is a SharedMemoryFullError
+    naming the segment and the chunk, nothing reserved or stored; once the filler is
+    gone, the same call succeeds."""
+    obs, run = run_case(rooms.third_party_fills, "pages", shm_bytes=8 * MIB)
+    assert obs["free_filled"] == 0
+    assert obs["small_errors"] == [] and obs["small_delivered"]
+    e = obs["big"]
+    assert e["error"] == FULL and "no room in /dev/shm for chunk " in e["message"], e
+    assert "0 bytes free" in e["message"] and "nothing was stored" in e["message"], e
+    assert obs["free_after_big"] == 0
+    assert obs["retry"]["error"] is None and obs["big_delivered"]
+    assert obs["left_after"] == []
+    assert run.left == ()
+
+
+def test_under_reserve_all_a_queue_made_before_shm_fills_carries_any_message() -> None:
+    obs, run = run_case(rooms.third_party_fills, "all", shm_bytes=8 * MIB)
+    assert obs["held_at_create"] >= 4 * MIB  # every chunk, at create
+    assert obs["free_filled"] == 0
+    assert obs["small_errors"] == [] and obs["small_delivered"]
+    assert obs["big"]["error"] is None and obs["big_delivered"]
+    assert "retry" not in obs
+    assert run.left == ()
