@@ -8,6 +8,7 @@ Each runs inside its namespaces as :mod:`faults.drivers`' do (a private tmpfs
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
@@ -187,10 +188,9 @@ def third_party_fills(policy: str) -> Obs:
         os.posix_fallocate(filler, 0, shm_free())
         obs["free_filled"] = shm_free()
         small = [{"i": i, "b": bytes([i]) * 1024} for i in range(8)]
-        sent = [error_of(lambda m=m: w.enqueue(m, timeout=T)) for m in small[:1]]
-        got = [r.dequeue(T)]
-        for m in small[1:]:
-            sent.append(error_of(lambda m=m: w.enqueue(m, timeout=T)))
+        sent, got = [], []
+        for m in small:
+            sent.append(error_of(functools.partial(w.enqueue, m, timeout=T)))
             got.append(r.dequeue(T))
         obs["small_errors"] = [s["message"] for s in sent if s["error"]]
         obs["small_delivered"] = got == small
