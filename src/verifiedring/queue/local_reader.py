@@ -62,7 +62,6 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         self.max_chunks = bh.max_chunks
         self._init_overflow()
         _check_ring(self, handle, bh)
-        check_ipc(handle.local_subscribe_addr, self._writer, self._who())
         self._ring = ShmRingBuffer.attach(bh)
         sock: zmq.Socket[Any] | None = None
         try:
@@ -298,8 +297,11 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
 
 def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:
-    """The handle's ring is ``reader``'s writer's (tag) and the segment has its size."""
+    """The handle's ring is ``reader``'s writer's (tag), its ipc socket is there and
+    the segment has its size."""
     check_tag(handle, reader._signer, reader._who())
+    if handle.local_subscribe_addr is not None:  # checked by the caller
+        check_ipc(handle.local_subscribe_addr, reader._writer, reader._who())
     expected = bh.layout.total_bytes
     try:
         actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
