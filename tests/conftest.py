@@ -24,7 +24,7 @@ from support.fakes import segment_exists
 from support.groups import Group
 
 from verifiedring import shm
-from verifiedring.shm import SHM_DIR, SharedSegment
+from verifiedring.shm import RING_SEGMENT, SHM_DIR, SharedSegment
 
 #: modules (paths under tests/) that start the TLC model checker
 TLC_MODULES = frozenset({"test_trace_validation.py", "test_queue_trace.py"})
@@ -61,9 +61,10 @@ _original_create = SharedSegment.create.__func__  # type: ignore[attr-defined]
 
 def _recording_create(
     cls: type[SharedSegment], size: int, name: str | None = None,
-    commit: Sequence[tuple[int, int]] | None = None, what: str = "the ring's segment",
+    commit: Sequence[tuple[int, int]] | None = None, what: str = RING_SEGMENT,
+    room: int | None = None,
 ) -> SharedSegment:
-    segment: SharedSegment = _original_create(cls, size, name, commit, what)
+    segment: SharedSegment = _original_create(cls, size, name, commit, what, room)
     _created.append(segment.name)
     return segment
 

@@ -414,8 +414,10 @@ def test_a_raw_read_of_an_arena_message_releases_its_slot_at_the_next_read(
     r = g.readers[0]
     g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
     a = g.reader_arena(0)
-    with r.acquire_read(timeout=T) as buf:
-        assert buf.readonly and buf.nbytes == r.max_chunk_bytes - wire.HEADER_BYTES
+    chunk = g.writer._local.ring._data_views[0]  # the writer's view of chunk 0
+    _, _, nstream, nbuf = wire.read_header(chunk)  # the stub's pickle, no buffer
+    with r.acquire_read(timeout=T) as buf:  # the bytes stored, none past them
+        assert buf.readonly and nbuf == 0 and buf.nbytes == nstream
     assert not a.viewed and bytes(a.owes(0)) == b"\x01"
     with pytest.raises(RingTimeoutError):
         r.dequeue(0.01)  # the next read's start sweeps the slot

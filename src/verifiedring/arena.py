@@ -57,7 +57,7 @@ from typing import Any
 
 from .errors import require_int
 from .ordering import fence
-from .shm import SharedSegment
+from .shm import ARENA_SEGMENT, SharedSegment
 
 #: The smallest tensor placed in the arena (as vLLM); smaller ones go out of band.
 ARENA_MIN_BYTES = 8 * 1024 * 1024
@@ -138,7 +138,7 @@ class ArenaWriter(_Arena):
         for what, value in (("n_slots", n_slots), ("slot_bytes", slot_bytes)):
             require_int(f"tensor arena {what}", value)
         probe = ArenaHandle("", n_reader, n_slots, slot_bytes)
-        segment = SharedSegment.create(probe.total_bytes, what="the tensor arena's segment")
+        segment = SharedSegment.create(probe.total_bytes, what=ARENA_SEGMENT)
         super().__init__(ArenaHandle(segment.name, n_reader, n_slots, slot_bytes), segment)
         self._next_seq = next_seq
         self._next_slot = 0

@@ -3,8 +3,9 @@
 The segment's bytes are :mod:`verifiedring.layout`'s; the protocol, step by
 step beside ``spec/RingBuffer.tla``, is :mod:`verifiedring.cursors`'s. An
 instance plays one role and hands out that role's cursor. The segment is
-created sparse but for its metadata and each chunk's first page; the writer
-reserves the rest as its writes reach it (:mod:`verifiedring.reservation`).
+created under a room policy (:mod:`verifiedring.reservation`): by default sparse
+but for its metadata and each chunk's first page, the writer reserving the rest
+as its writes reach it; ``reserve="all"``, backed whole at create.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 from .cursors import ReaderCursor, WriterCursor, claimed_roles
 from .errors import ClosedError, MisuseError
 from .layout import SLEEP_WORD_SIZE, RingLayout
-from .reservation import PageReserver, committed_at_create
+from .reservation import PageReserver, committed_at_create, reserve_policy, room_at_create
 from .shm import SharedSegment
-from .steps import StepObserver
+from .steps import STEP_OBSERVER_METHODS, StepObserver, require_observer
 from .waiting import DEFAULT_LOG_INTERVAL, SLEEP_KIND, buffer_address
 
 __all__ = ["ReaderCursor", "RingHandle", "ShmRingBuffer", "WriterCursor"]
@@ -59,18 +60,28 @@ class ShmRingBuffer:
         max_chunks: int,
         name: str | None = None,
         create: bool | None = None,
+        *,
+        reserve: str | None = None,
     ) -> None:
+        """``reserve``: the room policy of a created segment, ``"pages"`` or ``"all"``
+        (default: ``$VERIFIEDRING_SHM_RESERVE``, else ``"pages"``; see
+        :mod:`verifiedring.reservation`). An attacher reserves as ``"pages"`` does:
+        backing pages already backed changes nothing."""
         self.layout = RingLayout(n_reader, max_chunk_bytes, max_chunks)
+        policy = reserve_policy(reserve)
         if create is None:  # vLLM's rule: a name attaches, no name creates
             create = name is None
         if create:
             self._segment = SharedSegment.create(
-                self.layout.total_bytes, name, committed_at_create(self.layout)
+                self.layout.total_bytes, name, committed_at_create(self.layout, policy),
+                room=room_at_create(self.layout, policy),
             )
+            self._reserve = policy
         elif name is None:
             raise MisuseError("attaching to a ring (create=False) needs the segment name")
         else:
             self._segment = SharedSegment.attach(name, self.layout.total_bytes)
+            self._reserve = "pages"
         buf = self._segment.buf
         lay = self.layout
         data = [lay.data_offset(c) for c in range(max_chunks)]
@@ -131,9 +142,10 @@ class ShmRingBuffer:
         self, observer: StepObserver | None = None, log_interval: float = DEFAULT_LOG_INTERVAL
     ) -> WriterCursor:
         """The writer cursor. At most one per segment per process."""
+        require_observer(observer, STEP_OBSERVER_METHODS, "StepObserver")
         self._claim("writer", None)
-        cursor = WriterCursor(self, PageReserver(self._segment, self.layout), observer,
-                              log_interval)
+        cursor = WriterCursor(self, PageReserver(self._segment, self.layout, self._reserve),
+                              observer, log_interval)
         self._cursors.append(cursor)
         return cursor
 
@@ -148,6 +160,7 @@ class ShmRingBuffer:
         ``wake_on_publish=False``: its waits sleep, doubling, instead of blocking
         until the writer wakes them (for comparison)."""
         self.layout.check_reader(index)
+        require_observer(observer, STEP_OBSERVER_METHODS, "StepObserver")
         self._claim("reader", index)
         cursor = ReaderCursor(self, index, observer, log_interval, wake_on_publish)
         self._cursors.append(cursor)

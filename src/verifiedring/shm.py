@@ -11,12 +11,15 @@ only, named with the creator's pid (:mod:`verifiedring.leftovers` reaps those
 of dead creators at each create). No page is ever touched unreserved: create
 reserves (``posix_fallocate``) the ranges it is told to commit (default: all),
 the rest stays sparse until :meth:`SharedSegment.reserve` backs it, before
-any store there. Creates in one ``/dev/shm`` (whatever PID namespace each runs
-in) take turns: each holds the directory's lock from its room check to the end
-of its reservation, so concurrent creates never split the room between them and
-fail together. A full ``/dev/shm`` is a :class:`SharedMemoryFullError` (a
-:class:`MisuseError`) naming the sizes at that call, never a SIGBUS at the
-first touch of a page later. A created segment that is collected without
+any store there. A create's room check asks for the bytes it is told (default:
+the whole segment; a ring's are its room policy's, :mod:`verifiedring.reservation`).
+Creates in one ``/dev/shm`` (whatever PID namespace each runs in) take turns:
+each holds the directory's lock from its room check to the end of its
+reservation, so concurrent creates never split the room between them and fail
+together: they are exact for what they reserve. A later reservation takes the
+same turn. A full ``/dev/shm`` is a
+:class:`SharedMemoryFullError` (a :class:`MisuseError`) naming the sizes at that
+call, never a SIGBUS at the first touch of a page later. A created segment that is collected without
 :meth:`SharedSegment.unlink` is unlinked then, by its creator process only.
 """
 
@@ -41,12 +44,20 @@ from .leftovers import SEGMENT_PREFIX, SHM_DIR, hold, reap, segment_name
 NAME_PREFIX = SEGMENT_PREFIX
 SEGMENT_MODE = 0o600
 __all__ = [
-    "NAME_PREFIX", "SHM_DIR", "RoomCheck", "SharedSegment", "check_room", "no_room", "preflight",
-    "use_room_check",
+    "ARENA_SEGMENT", "NAME_PREFIX", "RING_SEGMENT", "SHM_DIR", "RoomCheck", "SharedSegment",
+    "check_room", "no_room", "preflight", "use_room_check",
 ]
 
 logger = logging.getLogger("verifiedring")
 
+#: What the library's segments are called in errors, and what each error advises.
+RING_SEGMENT = "the ring's segment"
+ARENA_SEGMENT = "the tensor arena's segment"
+_SHRINK = {
+    RING_SEGMENT: "shrink max_chunk_bytes * max_chunks",
+    ARENA_SEGMENT: "shrink the tensor arena (arena_slots * arena_slot_bytes), or build the "
+                   "queue without it (enable_shm_tensor_arena=False)",
+}
 #: A room check: ``(size, directory, what)``, raising if the segment cannot be made.
 RoomCheck = Callable[[int, str, str], None]
 #: ``posix_fallocate`` errors that mean "no room" (tmpfs full, too large, memory cgroup).
@@ -67,7 +78,7 @@ def free_bytes(directory: str = SHM_DIR) -> int | None:
 
 
 def no_room(
-    size: int, free: int | None, directory: str = SHM_DIR, what: str = "the ring's segment"
+    size: int, free: int | None, directory: str = SHM_DIR, what: str = RING_SEGMENT
 ) -> SharedMemoryFullError:
     mib = 1 << 20
     if free is not None and free >= size:  # the check passed, the reservation did not
@@ -77,12 +88,12 @@ def no_room(
         why = f"{'an unknown number of' if free is None else free} bytes free"
     return SharedMemoryFullError(
         f"Insufficient space in {directory} for {what}: {size} bytes ({size / mib:.1f} MiB) "
-        f"required, {why}: shrink max_chunk_bytes * max_chunks or enlarge {directory} "
+        f"required, {why}: {_SHRINK.get(what, 'free some of it')} or enlarge {directory} "
         "(e.g. --shm-size or --ipc=host)"
     )
 
 
-def check_room(size: int, directory: str = SHM_DIR, what: str = "the ring's segment") -> None:
+def check_room(size: int, directory: str = SHM_DIR, what: str = RING_SEGMENT) -> None:
     """Raise :class:`SharedMemoryFullError` (a ``MisuseError`` and, as vLLM's check
     raises, a ``RuntimeError``) if ``directory`` cannot hold ``size`` more bytes;
     then log the memory cgroup's headroom (:mod:`verifiedring.cgroup`)."""
@@ -103,7 +114,7 @@ def use_room_check(check: RoomCheck | None) -> None:
     _room_check = check_room if check is None else check
 
 
-def preflight(size: int, what: str = "the ring's segment") -> None:
+def preflight(size: int, what: str = RING_SEGMENT) -> None:
     """The room check in use (:func:`use_room_check`) for a segment of ``size`` bytes."""
     _room_check(size, SHM_DIR, what)
 
@@ -176,25 +187,27 @@ class SharedSegment:
     @classmethod
     def create(
         cls, size: int, name: str | None = None,
-        commit: Sequence[tuple[int, int]] | None = None, what: str = "the ring's segment",
+        commit: Sequence[tuple[int, int]] | None = None, what: str = RING_SEGMENT,
+        room: int | None = None,
     ) -> SharedSegment:
         """Create a zero-filled segment of ``size`` bytes (fails if ``name`` exists),
         its ``commit`` ranges ``(offset, length)`` backed by pages now (default: all
-        of it), the rest sparse. The room check in use (:func:`preflight`) covers
-        all ``size`` bytes, as vLLM's: a segment that could not be filled is refused.
-        No room (bytes or inodes): :class:`SharedMemoryFullError` naming ``what``."""
+        of it), the rest sparse. The room check in use (:func:`preflight`) asks for
+        ``room`` bytes (default: all ``size``, as vLLM's). No room (bytes or
+        inodes): :class:`SharedMemoryFullError` naming ``what``."""
         if size < 1:
             raise MisuseError(f"segment size must be >= 1 byte, got {size}")
         reap()
         with _turn():  # the room check and the reservation: one step among creates
             return cls._create(size, name or segment_name(),
-                               ((0, size),) if commit is None else commit, what)
+                               ((0, size),) if commit is None else commit, what,
+                               size if room is None else room)
 
     @classmethod
     def _create(
-        cls, size: int, name: str, ranges: Sequence[tuple[int, int]], what: str
+        cls, size: int, name: str, ranges: Sequence[tuple[int, int]], what: str, room: int
     ) -> SharedSegment:
-        preflight(size, what)
+        preflight(room, what)
         try:
             fd = _posixshmem.shm_open(
                 _tracker_name(name), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=SEGMENT_MODE
@@ -249,13 +262,16 @@ class SharedSegment:
 
     def reserve(self, offset: int, length: int, what: str) -> None:
         """Back bytes ``offset .. offset + length`` (within the segment) with pages now
-        (``posix_fallocate``; pages already backed keep their bytes). No room:
+        (``posix_fallocate``, in the directory's turn, as creates take it: so it fails
+        only when fewer bytes are free than it wants; pages already backed keep their
+        bytes). No room:
         :class:`SharedMemoryFullError` naming this segment, ``what``, the bytes wanted
         and the bytes free; the segment is unchanged and stays usable."""
         if self._mmap is None:
             raise ClosedError(f"segment {self.name!r} is closed: cannot reserve {what}")
         try:
-            os.posix_fallocate(self._fd, offset, length)
+            with _turn():  # as a create's: two reservations never split the room and fail
+                os.posix_fallocate(self._fd, offset, length)
         except OSError as exc:
             if exc.errno not in _NO_ROOM_ERRNOS:
                 raise

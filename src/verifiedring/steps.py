@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
+from .errors import MisuseError
+
 # Writer steps, in protocol order.
 WRITER_POLL_WRITTEN: Final = "WriterPollWritten"  # load written of its chunk
 WRITER_POLL_READ_FLAG: Final = "WriterPollReadFlag"  # load read[r], once per reader (written=1)
@@ -218,3 +220,22 @@ ARENA_DROP_RELEASE: Final = "ArenaDropRelease"  # an unviewed consumed slot (or 
 ARENA_STEPS: Final = (
     ARENA_CLAIM, ARENA_COPY, ARENA_FALLBACK, ARENA_REBUILD, ARENA_RELEASE, ARENA_DROP_RELEASE
 )
+
+
+#: The methods each observer protocol calls.
+STEP_OBSERVER_METHODS: Final = ("before_step", "after_step")
+QUEUE_OBSERVER_METHODS: Final = ("begin", "end")
+
+
+def require_observer(observer: object, methods: tuple[str, ...], protocol: str) -> None:
+    """Raise :class:`MisuseError` naming ``observer`` unless it is ``None`` or has each
+    of ``methods`` (``protocol``'s), callable: refused at construction, not at the
+    first step."""
+    if observer is None:
+        return
+    missing = [m for m in methods if not callable(getattr(observer, m, None))]
+    if missing:
+        raise MisuseError(
+            f"observer={observer!r} is no {protocol}: it lacks {', '.join(missing)} (a "
+            f"{protocol} has {', '.join(methods)}); pass one, or None"
+        )

@@ -668,13 +668,16 @@ def shm_free() -> int:
     return st.f_bavail * st.f_frsize
 
 
-def shm_full_at_create() -> Obs:
-    """/dev/shm is smaller than the ring: MisuseError naming both sizes, nothing left,
-    and a queue that fits works afterwards."""
+def shm_full_at_create(policy: str) -> Obs:
+    """/dev/shm is smaller than what the ring's room check asks for under ``policy``
+    (a chunk larger than it): MisuseError naming both sizes, nothing left, and a
+    queue that fits works afterwards."""
     from verifiedring import RingLayout, ShmRingBuffer
+    from verifiedring.reservation import RESERVE_ENV, room_at_create
 
-    mcb, chunks = 512 * 1024, 4
-    obs: Obs = {"free": shm_free(), "needs": RingLayout(1, mcb, chunks).total_bytes}
+    os.environ[RESERVE_ENV] = policy
+    mcb, chunks = 2 * 1024 * 1024, 4
+    obs: Obs = {"free": shm_free(), "needs": room_at_create(RingLayout(1, mcb, chunks), policy)}
     obs["queue"] = error_of(lambda: MessageQueue(1, 1, max_chunk_bytes=mcb, max_chunks=chunks))
     obs["ring"] = error_of(lambda: ShmRingBuffer(1, mcb, chunks))
     obs["left_after"] = listing()
@@ -694,12 +697,14 @@ def shm_full_between_rings(bypass_check: bool) -> Obs:
     reservation alone catches it), and it still carries a small message after.
     Either way this process exits normally -- no SIGBUS."""
     from verifiedring import RingLayout
+    from verifiedring.reservation import room_at_create
     from verifiedring.shm import use_room_check
 
     if bypass_check:
         use_room_check(lambda size, directory, what: None)
     mcb, chunks = 1024 * 1024, 2
-    obs: Obs = {"needs": RingLayout(1, mcb, chunks).total_bytes, "free_at_start": shm_free()}
+    obs: Obs = {"needs": room_at_create(RingLayout(1, mcb, chunks), "pages"),
+                "free_at_start": shm_free()}
     w, r = pair(max_chunk_bytes=mcb, max_chunks=chunks)
     ok = True
     for i in range(2 * chunks):  # every chunk of the first ring, filled to its end

@@ -11,8 +11,9 @@ from faults.case import run_case
 from verifiedring.testing.namespaces import MIB
 
 
-def test_shm_smaller_than_the_ring_is_a_misuse_error_at_create() -> None:
-    obs, run = run_case(drivers.shm_full_at_create, shm_bytes=1 * MIB)
+@pytest.mark.parametrize("policy", ["pages", "all"])
+def test_shm_smaller_than_the_ring_is_a_misuse_error_at_create(policy: str) -> None:
+    obs, run = run_case(drivers.shm_full_at_create, policy, shm_bytes=1 * MIB)
     for what in ("queue", "ring"):
         e = obs[what]
         assert "MisuseError" in e["kinds"], e
@@ -27,7 +28,8 @@ def test_shm_smaller_than_the_ring_is_a_misuse_error_at_create() -> None:
 @pytest.mark.parametrize("bypass_check", [False, True], ids=["free-space-check", "fallocate"])
 def test_two_rings_that_do_not_fit_together(bypass_check: bool) -> None:
     """Each ring (2 MiB) fits a 2.5 MiB /dev/shm, both do not. The first, filled to
-    its end, holds its pages; then the free-space check refuses the second at create;
+    its end, holds its pages; then the free-space check (its pages and one 1 MiB
+    chunk) refuses the second at create;
     ``fallocate``: with the check patched out, the second is made sparse and the page
     reservation alone refuses its first large write, before any store (the child
     would otherwise die of SIGBUS: the control shows it)."""

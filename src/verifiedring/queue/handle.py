@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hmac
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..arena import ArenaHandle
-from ..errors import MisuseError, require_int
+from ..errors import BrokenPeerError, MisuseError, require_int
 from ..ring import RingHandle
 from .curve import CurveKeys
-from .sockets import Signer
+from .sockets import KEY_BYTES, Signer
 from .wire import MAX_RANK
 
 
@@ -46,13 +49,35 @@ class Handle:
     local_notify_addr: str | None = None
 
 
-def ring_tag(signer: Signer, ring: RingHandle, arena: ArenaHandle | None = None) -> bytes:
+def ring_tag(signer: Signer, ring: RingHandle | None, arena: ArenaHandle | None = None) -> bytes:
     """The tag of ``ring``'s (and the tensor ``arena``'s) name and geometry under the
-    queue's key: a reader refuses a handle altered in either."""
-    body = f"{ring.name}/{ring.n_reader}/{ring.max_chunk_bytes}/{ring.max_chunks}"
+    queue's key (without a ring: of that fact): a reader refuses a handle altered in
+    either, or whose key is not the one the tag was made with."""
+    body = "no ring" if ring is None else (
+        f"{ring.name}/{ring.n_reader}/{ring.max_chunk_bytes}/{ring.max_chunks}"
+    )
     if arena is not None:
         body += f"/arena {arena.name}/{arena.n_reader}/{arena.n_slots}/{arena.slot_bytes}"
     return signer.sign([body.encode()])[:16]
+
+
+def check_tag(handle: Handle, signer: Signer, who: str) -> None:
+    """:class:`BrokenPeerError` unless ``handle.ring_tag`` is the tag, under
+    ``handle.hmac_key`` (``signer``), of the ring and arena the handle names: a wrong
+    key, or an altered ring or arena. Neither the key nor the tag is shown."""
+    ring, arena = handle.buffer_handle, handle.tensor_arena_handle
+    if hmac.compare_digest(ring_tag(signer, ring, arena), handle.ring_tag):
+        return
+    names = "no ring" if ring is None else (
+        f"ring segment {ring.name!r}, n_reader={ring.n_reader}, max_chunk_bytes="
+        f"{ring.max_chunk_bytes}, max_chunks={ring.max_chunks}, arena {arena}"
+    )
+    raise BrokenPeerError(
+        f"{who}: handle.ring_tag does not verify under handle.hmac_key for what the handle "
+        f"names ({names}): the key is not the writer's, or the ring's or arena's name or "
+        "geometry was altered (handle altered; neither key nor tag shown): use the handle "
+        "the writer's export_handle() gave"
+    )
 
 
 def check_counts(
@@ -106,7 +131,52 @@ def check_attach(handle: object, rank: object) -> None:
             f"rank {rank} is no reader of this queue (n_reader={handle.n_reader}: ranks "
             f"0..{handle.n_reader}, or -1)"
         )
+    require_int("handle.writer_pid", handle.writer_pid, 1)
+    if len(handle.hmac_key) != KEY_BYTES:
+        raise MisuseError(
+            f"handle.hmac_key must be {KEY_BYTES} bytes, got {len(handle.hmac_key)} bytes "
+            "(not shown: a key): use the handle the writer's export_handle() gave"
+        )
+    if handle.curve is not None:
+        _check_curve(handle.curve)
 
+
+def check_ipc(address: str, writer: str, who: str) -> None:
+    """:class:`BrokenPeerError` unless the writer's ipc socket ``address`` exists."""
+    path = address.removeprefix("ipc://")
+    if not os.path.exists(path):
+        raise BrokenPeerError(
+            f"{who}: the writer's ipc socket {path!r} does not exist: {writer} closed the "
+            "queue or died, or removed it once every reader had attached (a reader cannot "
+            "join a running queue)"
+        )
+
+
+def remote_part(handle: Handle, rank: int) -> tuple[str, str, CurveKeys]:
+    """A remote reader's part of the handle: the frames' and the acks' addresses, the
+    keys. :class:`MisuseError` naming what is missing."""
+    n_remote = handle.n_reader - len(handle.local_reader_ranks)
+    if n_remote < 1:
+        raise MisuseError(
+            f"rank {rank} is not in local_reader_ranks {list(handle.local_reader_ranks)} "
+            f"and the queue has no remote readers (n_reader={handle.n_reader} == "
+            f"n_local_reader={len(handle.local_reader_ranks)}): rank {rank} is no reader"
+        )
+    sub, ack, curve = handle.remote_subscribe_addr, handle.remote_ack_addr, handle.curve
+    if sub is None or ack is None or curve is None:
+        name = "remote_subscribe_addr" if sub is None else "remote_ack_addr" if ack is None \
+            else "curve"
+        raise MisuseError(
+            f"handle.{name} is None but the queue has {n_remote} remote reader(s): the "
+            "handle was altered; use the one the writer's export_handle() gave"
+        )
+    return sub, ack, curve
+
+
+#: Fields that hold a key or a tag: an error names their type, never their value.
+SECRET_FIELDS = ("hmac_key", "ring_tag", "curve")
+#: The z85 text of a CURVE key: 40 bytes.
+CURVE_KEY_BYTES = 40
 
 #: Each field's types (``None`` where it may be absent), as a reader reads them.
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
@@ -130,9 +200,19 @@ def _check_fields(handle: Handle) -> None:
     for name, types in _FIELD_TYPES.items():
         value = getattr(handle, name)
         if not isinstance(value, types):
+            got = _shown(name, value)
             raise MisuseError(
                 f"handle.{name} must be {' or '.join(t.__name__ for t in types)}, got "
-                f"{value!r}: use the handle the writer's export_handle() gave"
+                f"{got}: use the handle the writer's export_handle() gave"
+            )
+    for name, scheme in (("local_subscribe_addr", "ipc"), ("remote_subscribe_addr", "tcp"),
+                         ("remote_ack_addr", "tcp")):
+        address = getattr(handle, name)
+        if address is not None and not _address_ok(address, scheme):
+            raise MisuseError(
+                f"handle.{name}={address!r} is no {scheme}:// address "
+                f"({'a path' if scheme == 'ipc' else 'tcp://HOST:PORT, PORT in 1..65535'}): "
+                "use the handle the writer's export_handle() gave"
             )
     for name, least in (("n_reader", 0), ("remote_window", 0), ("writer_pid", 0)):
         require_int(f"handle.{name}", getattr(handle, name), least)
@@ -143,3 +223,38 @@ def _check_fields(handle: Handle) -> None:
         isinstance(r, bool) or not isinstance(r, int) for r in ranks
     ):
         raise MisuseError(f"handle.local_reader_ranks must be a list of ints, got {ranks!r}")
+
+
+def _shown(name: str, value: object) -> str:
+    """``value`` as an error shows it: a secret field's by its type only."""
+    if name in SECRET_FIELDS:
+        return f"a value of type {type(value).__name__} (not shown: it may be a key)"
+    return repr(value)
+
+
+def _check_curve(curve: CurveKeys) -> None:
+    """Each CURVE key is 40 bytes of z85 and the heartbeat a positive int; an error
+    names the key's type and length, never the key."""
+    for f in dataclasses.fields(curve):
+        if f.name == "heartbeat_timeout_ms":
+            continue
+        key = getattr(curve, f.name)
+        if not isinstance(key, bytes) or len(key) != CURVE_KEY_BYTES:
+            size = f", {len(key)} long" if isinstance(key, (bytes, str)) else ""
+            raise MisuseError(
+                f"handle.curve.{f.name} must be {CURVE_KEY_BYTES} bytes (a z85 CURVE key), got "
+                f"a value of type {type(key).__name__}{size} (not shown: it may be a key): use "
+                "the handle the writer's export_handle() gave"
+            )
+    require_int("handle.curve.heartbeat_timeout_ms", curve.heartbeat_timeout_ms, 1)
+
+
+def _address_ok(address: str, scheme: str) -> bool:
+    """Whether ``address`` is a ``scheme`` address ZeroMQ can connect to."""
+    prefix = scheme + "://"
+    if not address.startswith(prefix) or len(address) == len(prefix):
+        return False
+    if scheme == "ipc":
+        return "\0" not in address
+    host, sep, port = address[len(prefix):].rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)

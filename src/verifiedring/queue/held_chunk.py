@@ -33,9 +33,11 @@ class TakenChunk:
         def _owe_delivery(self, obj: Any) -> None: ...
 
     def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
-        """acquire_read's one-chunk message: its chunk stays taken, read in place."""
+        """acquire_read's one-chunk message: its chunk stays taken, read in place: the
+        bytes its writer stored after the header, and none past them (pages there may
+        not be reserved: :mod:`verifiedring.reservation`; a RAW chunk's are all of it)."""
         self._lent = True
-        return chunk[wire.HEADER_BYTES :].toreadonly()
+        return chunk[wire.HEADER_BYTES : wire.stored_bytes(chunk, header)].toreadonly()
 
     def _held_unread(self) -> bool:
         """The cursor holds a chunk outside a run or a lent read: an interrupt cut the

@@ -11,7 +11,6 @@ state for it (FRAME, RUN): the next one goes on from there.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .flavors.overflow import OverflowReader
 from .flavors.run.reader import RunReceiver
-from .handle import Handle, ring_tag
+from .handle import Handle, check_ipc, check_tag
 from .held_chunk import NOTHING, TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
@@ -298,15 +297,11 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
 
 def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:
-    """The handle's ring is ``reader``'s writer's (tag) and the segment has its size."""
-    arena = handle.tensor_arena_handle
-    if not hmac.compare_digest(ring_tag(reader._signer, bh, arena), handle.ring_tag):
-        raise BrokenPeerError(
-            f"{reader._who()}: the handle's ring (segment {bh.name!r}, n_reader="
-            f"{bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, max_chunks="
-            f"{bh.max_chunks}, arena {arena}) is not the geometry the writer created: "
-            "handle altered"
-        )
+    """The handle's ring is ``reader``'s writer's (tag), its ipc socket is there and
+    the segment has its size."""
+    check_tag(handle, reader._signer, reader._who())
+    if handle.local_subscribe_addr is not None:  # checked by the caller
+        check_ipc(handle.local_subscribe_addr, reader._writer, reader._who())
     expected = bh.layout.total_bytes
     try:
         actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size

@@ -54,13 +54,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 import zmq
 
 from ..errors import BusyError, MisuseError
-from ..steps import QueueObserver
+from ..steps import QUEUE_OBSERVER_METHODS, QueueObserver, require_observer
 from ..waiting import DEFAULT_LOG_INTERVAL, Deadline
 from .handle import Handle, check_attach
 from .lifecycle import WriterState, refusal
 
 #: Engines set the stall-log interval (seconds) through these, as for vLLM's queue.
 LOG_INTERVAL_ENV = ("VLLM_RINGBUFFER_WARNING_INTERVAL", "SGLANG_RINGBUFFER_WARNING_INTERVAL")
+#: The least stall-log interval (seconds) an end accepts: a stall line at most this often.
+MIN_LOG_INTERVAL = 0.01
 
 
 def _log_interval() -> float:
@@ -138,8 +140,16 @@ class MessageQueue:
         # pyzmq makes a new instance after fork. A queue never terminates it:
         # zmq_ctx_term can block forever (seen under load with every socket closed
         # at linger 0); closing a socket with a linger bounds its queued frames.
+        require_observer(self._observer, QUEUE_OBSERVER_METHODS, "QueueObserver")
+        interval = _interval_source()
+        if not interval >= MIN_LOG_INTERVAL:
+            raise MisuseError(
+                f"the stall-log interval {interval!r} s ({' or '.join(LOG_INTERVAL_ENV)}) "
+                f"must be >= {MIN_LOG_INTERVAL} s: below it a stall line is logged at "
+                "every wait"
+            )
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
-        self.log_interval = _interval_source()
+        self.log_interval = interval
         call = "enqueue()" if self.is_writer else "dequeue()"
         self._stop(self._opening, f"call wait_until_ready() before {call}")
         #: Set by :meth:`shutdown` (vLLM's attribute): a reader's blocked call wakes and

@@ -193,18 +193,18 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         return math.inf if self._quiet else self.log_interval
 
     def _subscribe(
-        self, address: str, window: int, curve: CurveKeys | None
+        self, address: str, window: int, curve: CurveKeys | None, events: int = 0
     ) -> zmq.Socket[Any]:
         """A socket receiving the writer's frames on ``address``, ``window`` of them
-        outstanding at most (over CURVE with ``curve``); the writer learns this
-        reader's rank from it."""
+        outstanding at most (over CURVE with ``curve``; its monitor reporting
+        ``events`` from the start); the writer learns this reader's rank from it."""
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
         # spec: ReaderSubscribe
         sock = subscriber(
             self._ctx, address, hwm_for_window(window), hello_topic(self._signer, self.rank),
-            curve,
+            curve, events,
         )
         if obs is not None:
             obs.end(self._actor, READER_SUBSCRIBE, -1)

@@ -7,12 +7,13 @@ from typing import Any
 
 import zmq
 
-from ..errors import MessageAbortedError, MisuseError
+from ..errors import BrokenPeerError, MessageAbortedError
 from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_BROKEN, REMOTE_SEE_SHUTDOWN, QueueObserver
 from ..waiting import Deadline
 from . import wire
 from .credit import ack_interval
-from .handle import Handle
+from .handle import Handle, check_tag, remote_part
+from .lifecycle import ReaderState
 from .reader import QueueReader
 from .sockets import ack_push, pending_frames
 from .wire import ack_message
@@ -35,22 +36,17 @@ class RemoteReader(QueueReader):
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
         super().__init__(handle, rank, observer)
-        curve = handle.curve
-        if handle.remote_subscribe_addr is None or handle.remote_ack_addr is None or curve is None:
-            raise MisuseError(
-                f"rank {rank} is not in local_reader_ranks {list(self.local_reader_ranks)} "
-                "and the queue has no remote readers (n_reader == n_local_reader)"
-            )
+        sub, ack, curve = remote_part(handle, rank)
+        check_tag(handle, self._signer, self._who())
         self._ack_interval = ack_interval(handle.remote_window)
         self._acks_sent = 0
         self._disconnected = False  # a disconnect after READY: the writer is gone for good
         self._down = False  # the connection is closed now (it has been open before)
-        self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window, curve)
+        self._refused = False  # the last connect was refused, none succeeded since
+        self._sock = self._subscribe(sub, handle.remote_window, curve, _EVENTS)
         try:
-            self._monitor = self._sock.get_monitor_socket(
-                zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-            )
-            self._ack_sock = ack_push(self._ctx, handle.remote_ack_addr, curve)
+            self._monitor = self._sock.get_monitor_socket()  # the one made before the connect
+            self._ack_sock = ack_push(self._ctx, ack, curve)
         except BaseException:
             self._sock.close(linger=0)
             raise
@@ -130,22 +126,54 @@ class RemoteReader(QueueReader):
         frames. Before READY, it is gone while the connection stays closed (a
         reconnect within the reader's grace loses nothing: no frame was sent yet)."""
         while (event := pending_frames(self._monitor)) is not None:
+            failed = _HANDSHAKE_FAILED.get(_event_id(event))
+            if failed is not None:
+                raise self._refused_keys(failed)
             if _event_id(event) == zmq.EVENT_DISCONNECTED:
                 self._down = True
                 self._disconnected = self._disconnected or self._handshaken
+            elif _event_id(event) == zmq.EVENT_CONNECT_RETRIED:  # refused: nobody listens
+                self._down = self._refused = True
             else:  # the CURVE handshake with the writer succeeded: connected (again)
-                self._down = False
+                self._down = self._refused = False
+        if self._refused and not self._handshaken:
+            return (f"nothing accepts connections at {self._handle.remote_subscribe_addr}: "
+                    "the writer closed the queue or died")
         if self._disconnected or (self._down and not self._handshaken):
             curve = self._handle.curve
             bound = "" if curve is None else f"; heartbeat timeout {curve.heartbeat_timeout_ms} ms"
             return f"the connection to it closed{bound}"
         return None
 
+    def _refused_keys(self, how: str) -> BrokenPeerError:
+        """The CURVE handshake failed: the writer is there and refused this reader's
+        keys (ZeroMQ's socket monitor says how)."""
+        why = (f"the CURVE handshake with {self._writer} failed: {how}; handle.curve is "
+               "not this queue's (altered, or another queue's): not a dead writer")
+        self._stop(ReaderState.BROKEN, why)
+        return BrokenPeerError(f"{self._who()}: {why}")
+
     def _release(self) -> None:
         self._sock.disable_monitor()
         self._monitor.close(linger=0)
         self._sock.close(linger=0)
         self._ack_sock.close(linger=0)
+
+
+#: The socket monitor's handshake failures, and what each means.
+_HANDSHAKE_FAILED: dict[int, str] = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "authentication failed, the writer's authenticator "
+                                     "denied this reader's keys",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "authentication failed, a CURVE protocol error",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "authentication did not complete (the server key "
+                                          "is not the writer's, or the connection dropped)",
+}
+#: What the reader's monitor reports: the connection closing or refused, the handshake's end.
+_EVENTS = (
+    zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
 
 
 def _event_id(event: list[zmq.Frame]) -> int:

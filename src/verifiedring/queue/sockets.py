@@ -37,6 +37,7 @@ should the bound ever be wrong a send blocks instead of dropping silently, and
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import ipaddress
@@ -188,11 +189,19 @@ def bind_tcp(sock: zmq.Socket[Any], ip: str) -> str:
     """Bind ``sock`` to ``ip`` (:func:`bind_address`) on a port the OS picks; return
     the bound endpoint."""
     addr = bind_address(ip)
+    endpoint = f"tcp://[{addr}]:0" if addr.version == 6 else f"tcp://{addr}:0"
     if addr.version == 6:
         sock.setsockopt(zmq.IPV6, 1)
-        sock.bind(f"tcp://[{addr}]:0")
-    else:
-        sock.bind(f"tcp://{addr}:0")
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError as exc:
+        if exc.errno != errno.EADDRNOTAVAIL:
+            raise
+        raise MisuseError(
+            f"connect_ip={ip!r} is not an address of this host ({socket.gethostname()}): "
+            f"binding {endpoint} failed ({os.strerror(exc.errno)}); pass an address of one of its "
+            "interfaces that remote readers reach"
+        ) from None
     return _last_endpoint(sock)
 
 
@@ -314,11 +323,16 @@ def ack_pull(ctx: zmq.Context[Any], ip: str, keys: ServerKeys) -> tuple[zmq.Sock
 
 
 def subscriber(
-    ctx: zmq.Context[Any], address: str, hwm: int, hello: bytes, curve: CurveKeys | None
+    ctx: zmq.Context[Any], address: str, hwm: int, hello: bytes, curve: CurveKeys | None,
+    events: int = 0,
 ) -> zmq.Socket[Any]:
     """A SUB on ``address`` receiving everything, then announcing ``hello``; a CURVE
-    client of the writer when ``curve`` is given."""
+    client of the writer when ``curve`` is given. ``events``: its monitor (pyzmq keeps
+    it: ``sock.get_monitor_socket()`` returns it) reports them from before the connect,
+    so none is missed (a handshake that fails at once)."""
     sock: zmq.Socket[Any] = ctx.socket(zmq.SUB)
+    if events:
+        sock.get_monitor_socket(events)
     sock.setsockopt(zmq.RCVHWM, hwm)
     if curve is not None:
         connect_as_reader(sock, curve)

@@ -176,6 +176,15 @@ def stamp_raw(chunk: memoryview, seq: int) -> None:
     HEADER.pack_into(chunk, 0, RAW, seq, len(chunk) - HEADER_BYTES, 0)
 
 
+def stored_bytes(chunk: memoryview, header: tuple[int, int, int, int]) -> int:
+    """Bytes from the start of an INLINE / INLINE_LENT / RAW ``chunk`` its writer stored."""
+    _, _, nbytes, nbuf = header
+    lengths: list[int] = [
+        LENGTH.unpack_from(chunk, HEADER_BYTES + _LEN * i)[0] for i in range(nbuf)
+    ]
+    return HEADER_BYTES + _LEN * nbuf + nbytes + sum(lengths)
+
+
 def decode_chunk(chunk: memoryview, expect: int) -> tuple[int, int, int, int] | None:
     """The header of a chunk that starts message ``expect`` (a kind of
     :data:`CHUNK_KINDS`), else ``None`` (a message lost or reordered)."""

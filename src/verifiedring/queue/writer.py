@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import MisuseError, RingTimeoutError
 from ..hosts import writer_connect_ip
 from ..layout import RingLayout
+from ..reservation import reserve_policy, room_at_create
 from ..shm import preflight
 from ..steps import (
     WRITER_ACTOR,
@@ -105,7 +106,7 @@ class QueueWriter(WriterEnd):
         layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
         wire.check_chunk_bytes(max_chunk_bytes)
         if n_local_reader:
-            preflight(layout.total_bytes)
+            preflight(room_at_create(layout, reserve_policy(None)))
         self.n_reader = n_reader
         self.n_local_reader = n_local_reader
         self.local_reader_ranks = ranks

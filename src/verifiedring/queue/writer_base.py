@@ -155,7 +155,7 @@ class WriterBase(MessageQueue):
             remote_ack_addr=None if remote is None else remote.ack_address,
             remote_window=self.remote_window,
             hmac_key=self._key,
-            ring_tag=b"" if ring is None else ring_tag(self._signer, ring, arena),
+            ring_tag=ring_tag(self._signer, ring, arena),
             curve=None if remote is None else remote.keys.reader,
             writer_pid=os.getpid(),
             writer_host=socket.gethostname(),
