@@ -71,6 +71,32 @@ def test_under_install_a_busy_loop_waits_out_the_writers_shutdown_until_cancelle
     r.close()
 
 
+@pytest.mark.parametrize("n_remote", [0, 1], ids=["local", "remote"])
+@pytest.mark.usefixtures("installed")
+def test_under_install_shutdown_ends_the_wait_after_the_writers_shutdown(n_remote: int) -> None:
+    """vLLM's death-pipe monitor calls shutdown() on the worker's queues once its
+    executor is gone: the waiting busy loop ends, a remote reader's too (there is
+    nothing left to wait for), as a cancel vLLM's worker loop takes for a clean exit."""
+    r = _shut_down_pair(n_remote)
+    raised: list[BaseException] = []
+
+    def busy_loop() -> None:
+        try:
+            r.dequeue(indefinite=True)
+        except BaseException as exc:
+            raised.append(exc)
+
+    t = threading.Thread(target=busy_loop, daemon=True)
+    t.start()
+    wait_blocked(t, T)
+    r.shutdown()
+    t.join(T)
+    assert not t.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], CancelledError), raised
+    assert str(raised[0]).endswith("the wait was cancelled: shutdown() was called")
+    r.close()
+
+
 @pytest.mark.usefixtures("installed")
 def test_under_install_the_wait_after_shutdown_ends_at_its_timeout() -> None:
     r = _shut_down_pair(1)

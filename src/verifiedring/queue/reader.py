@@ -154,8 +154,10 @@ class QueueReader(ReaderOutcomes, MessageQueue):
 
     def _wait_unfed(self, deadline: Deadline) -> NoReturn:
         """Wait as for a writer that sends nothing more: until cancelled
-        (:class:`CancelledError`) or ``deadline`` (:class:`RingTimeoutError`); a signal
-        handler's exception (vLLM's SIGTERM) ends it too."""
+        (:class:`CancelledError`: its cancel, or ``shutdown()``, which here ends a remote
+        reader's wait too: vLLM's worker calls it once its executor is gone) or
+        ``deadline`` (:class:`RingTimeoutError`); a signal handler's exception (vLLM's
+        SIGTERM) ends it too."""
         why = f"the writer shut the queue down after {self._shutdown_total} messages"
 
         def timed_out(waited: float) -> RingTimeoutError:
@@ -165,8 +167,13 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             time.sleep(ms / 1000)
             return False
 
+        def watch() -> None:
+            if self.shutting_down:  # also a remote reader's: nothing more can come
+                self._cancelled()
+            self._watch_cancel()
+
         log = StallLog(lambda: f"{self._who()} waits: {why}", math.inf)
-        wait_readable(nothing_comes, deadline, log, timed_out, self._watch_cancel)
+        wait_readable(nothing_comes, deadline, log, timed_out, watch)
         self._cancelled()  # the wait ends only by its watch, or the deadline
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
@@ -185,7 +192,7 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         self.shutting_down = True
 
     def _cancelled(self) -> NoReturn:
-        shut = self.shutting_down and self._shutdown_cancels
+        shut = self.shutting_down and (self._shutdown_cancels or self._told_shutdown())
         why = "shutdown() was called" if shut else "its cancel event was set"
         raise CancelledError(f"{self._who()}: the wait was cancelled: {why}")
 
