@@ -52,6 +52,12 @@ def wait_after_shutdown(on: bool) -> None:
 _after = Deadline.after  # bound once: no bound method made per call
 
 
+def _nothing_comes(ms: int) -> bool:
+    """The poll of a wait for what cannot come: it waits ``ms`` and reports nothing."""
+    time.sleep(ms / 1000)
+    return False
+
+
 class Cancel(Protocol):
     """What ``dequeue(cancel=...)`` accepts: a ``threading.Event`` or the like."""
 
@@ -163,17 +169,13 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         def timed_out(waited: float) -> RingTimeoutError:
             return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s: {why}")
 
-        def nothing_comes(ms: int) -> bool:
-            time.sleep(ms / 1000)
-            return False
-
         def watch() -> None:
             if self.shutting_down:  # also a remote reader's: nothing more can come
                 self._cancelled()
             self._watch_cancel()
 
         log = StallLog(lambda: f"{self._who()} waits: {why}", math.inf)
-        wait_readable(nothing_comes, deadline, log, timed_out, watch)
+        wait_readable(_nothing_comes, deadline, log, timed_out, watch)
         self._cancelled()  # the wait ends only by its watch, or the deadline
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
