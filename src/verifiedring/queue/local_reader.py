@@ -14,7 +14,7 @@ import contextlib
 import hmac
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from typing import Any, ClassVar
 
 import zmq
@@ -32,6 +32,7 @@ from .handle import Handle, ring_tag
 from .held_chunk import NOTHING, TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
+from .readiness import spin_until
 from .writer_watch import watch_writer
 
 _decode_chunk = wire.decode_chunk  # bound once: the hot path pays no lookups
@@ -185,6 +186,20 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             finally:
                 with contextlib.suppress(BufferError):  # the caller kept a view of it
                     got.release()
+
+    def _look(self) -> bool:
+        cursor = self._cursor
+        return self._held_unread() if cursor.holding else cursor.poll()
+
+    def spin_until_readable(self, pending: Sized, deadline: float) -> None:
+        """vLLM 0.34's short wait: return once the next chunk is ready, ``pending`` is
+        non-empty, ``time.monotonic()`` reaches ``deadline`` or ``shutdown()`` is called
+        (the caller re-checks :meth:`readable`): the ring's spin, then its futex sleep
+        in blocks short enough to see ``pending`` grow (:func:`.readiness.spin_until`)."""
+        spin_until(self._spin_ready, pending, deadline, self._cursor.sleeper)
+
+    def _spin_ready(self) -> bool:
+        return self.shutting_down or self._look()
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
