@@ -79,13 +79,21 @@ def qualifies(t: Any, min_bytes: int) -> bool:
 
 
 @dataclass(frozen=True)
-class ArenaHandle:
-    """What a local reader needs to attach to the arena (picklable)."""
+class ArenaHandle(tuple[int, int, int, str]):
+    """What a local reader needs to attach to the arena (picklable). A tuple in vLLM's
+    order, ``(n_reader, slot_bytes, n_slots, name)``, as vLLM's ``tensor_arena_handle``
+    unpacks; a frozen dataclass too (``dataclasses.replace`` works)."""
 
     name: str
     n_reader: int
     n_slots: int
     slot_bytes: int
+
+    def __new__(cls, name: str, n_reader: int, n_slots: int, slot_bytes: int) -> ArenaHandle:
+        return super().__new__(cls, (n_reader, slot_bytes, n_slots, name))
+
+    def __getnewargs__(self) -> tuple[str, int, int, int]:
+        return self.name, self.n_reader, self.n_slots, self.slot_bytes  # pickle: __new__'s
 
     @property
     def meta_bytes(self) -> int:
@@ -261,6 +269,10 @@ class ArenaReader(_Arena):
         # the finalizers of the earlier ones no-ops
         self._bases: dict[int, tuple[int, int, weakref.ref[Any] | None]] = {}
         self._made = 0  # bases made so far
+        #: Slots released because their last view's storage was freed, since the slot
+        #: was last viewed or :meth:`forget_freed` (vLLM's ``_pending_release``; at most
+        #: one entry per slot).
+        self.freed: dict[int, None] = {}
         self._closed = False
         hook = _attach_hook
         if announce and hook is not None:
@@ -316,6 +328,7 @@ class ArenaReader(_Arena):
                 whole = np.frombuffer(self.segment.buf, np.uint8, h.slot_bytes, offset)
                 self._bases[slot] = (gen, made, weakref.ref(whole))
                 self._viewed[slot] = gen
+                self.freed.pop(slot, None)
                 weakref.finalize(whole, self._release, slot, made)
         holder = whole[:nbytes]  # holds ``whole``: the slot is released once every view is gone
         return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
@@ -333,11 +346,18 @@ class ArenaReader(_Arena):
             with self.owes(slot) as owes:
                 # spec: ArenaRelease -- the view's storage was freed (or release_view)
                 owes[self.index] = 0
+            if made is not None:
+                self.freed[slot] = None
 
     def release_view(self, slot: int) -> None:
         """Release ``slot`` now, its view alive or not: the caller vouches that
         nothing reads the view any more (vLLM's contract: until the next flush)."""
         self._release(slot, None)
+
+    def forget_freed(self) -> None:
+        """Empty :attr:`freed` (vLLM's ``flush_releases``)."""
+        with self._lock:
+            self.freed.clear()
 
     @property
     def viewed(self) -> dict[int, int]:

@@ -11,9 +11,9 @@ vLLM's names, with verifiedring's arena underneath (its layout, its per-slot
 * ``write_tensor(t)``: the slot index, or ``None`` (larger than a slot, no byte
   view, or no slot that every reader released); never waits.
 * ``get_tensor(idx, nbytes, dtype, shape)``: a zero-copy, writable view of the
-  slot. The slot stays owed until the view's storage is freed *or*
-  ``flush_releases()`` (vLLM's contract: a view is valid until the next flush).
-  ``_pending_release`` lists the slots this reader views and still owes.
+  slot. The slot stays owed until the view's storage is freed, across any number of
+  ``flush_releases()`` (vLLM 0.34's contract). ``_pending_release`` lists the slots
+  freed since the last flush (released already: the writer may reuse them).
 * ``_TENSOR_ARENAS``: reader arenas by segment name (weak values, as vLLM's);
   every queue reader's arena is entered as it attaches once :func:`register`
   is the arena's attach hook (``install()`` sets it).
@@ -135,15 +135,16 @@ class ShmTensorArena:
 
     @property
     def _pending_release(self) -> list[int]:
-        """The slots this reader views and still owes, in the order it viewed them."""
+        """The slots whose last view's storage was freed since the last flush, in that
+        order (vLLM 0.34's: queued for release; here already released)."""
         arena = self._arena
-        return list(arena.viewed) if isinstance(arena, ArenaReader) else []
+        return list(arena.freed) if isinstance(arena, ArenaReader) else []
 
     def flush_releases(self) -> None:
-        """Release every slot this reader views (its views must not be read after)."""
-        reader = self._reader()
-        for slot in list(reader.viewed):
-            reader.release_view(slot)
+        """vLLM 0.34's flush: forget the freed slots (:attr:`_pending_release`). A slot a
+        view still holds stays owed, however many flushes pass: it is released when the
+        view's storage is freed."""
+        self._reader().forget_freed()
 
     def _ensure_pinned(self) -> None:
         """vLLM pins the mapping for faster host-to-device copies; verifiedring

@@ -41,12 +41,13 @@ import os
 import pickle
 import shutil
 import sys
+from collections.abc import Sized
 from types import ModuleType
 from typing import Any
 
 from .. import arena as _arena_module
 from ..cgroup import check_cgroup_memory_available
-from ..errors import MisuseError, RingTimeoutError, SharedMemoryFullError
+from ..errors import CancelledError, MisuseError, RingTimeoutError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
 from ..queue import Handle, MessageQueue, readiness
 from ..queue import message_queue as _queue_module
@@ -183,6 +184,26 @@ def recv(socket: Any, timeout: float | None) -> Any:
     return pickle.loads(first, buffers=rest)
 
 
+def readable(self: Any) -> bool:
+    """``MessageQueue.readable`` as vLLM's dispatches it, for what reaches the base class
+    (the writer, or a stand-in with vLLM's role flags): a remote reader's socket polled
+    with timeout 0; the writer raises. Each reader role has its own (``readiness``)."""
+    if self.shutting_down:
+        raise CancelledError(f"pid {os.getpid()}: readable() cancelled: shutdown() was called")
+    if self._is_remote_reader:
+        return bool(self.remote_socket.poll(timeout=0))
+    raise MessageQueue._wrong_role(self, "readable()")
+
+
+def spin_until_readable(self: Any, pending: Sized, deadline: float) -> None:
+    """``MessageQueue.spin_until_readable`` as vLLM's dispatches it (see :func:`readable`):
+    a remote reader polls its socket for ``REMOTE_POLL_WAIT_MS``; the writer raises."""
+    if self._is_remote_reader:
+        self.remote_socket.poll(timeout=readiness.remote_poll_ms(deadline))
+        return
+    raise MessageQueue._wrong_role(self, "spin_until_readable()")
+
+
 def _reduce_by_name(t: Any) -> Any:
     """The queue's tensor reducer after install(): this module's ``_reduce_tensor``,
     looked up at each tensor (a ``mock.patch`` of it is what enqueue calls)."""
@@ -278,6 +299,8 @@ def uninstall() -> None:
 add_vllm_attributes()
 spin.use_sources(_recheck_ms, _warning_interval, _notify_poll_s)
 readiness.use_remote_poll_ms(_remote_poll_ms)
+MessageQueue.readable = readable  # type: ignore[method-assign]
+MessageQueue.spin_until_readable = spin_until_readable  # type: ignore[method-assign]
 if "recv" not in MessageQueue.__dict__:
     MessageQueue.recv = staticmethod(recv)  # type: ignore[attr-defined]
 if "ReadTimeoutWithWarnings" not in MessageQueue.__dict__:
