@@ -92,7 +92,8 @@ def _stand_in_for_vllm() -> None:
                 setattr(sys.modules[parent], leaf, sys.modules[name])
     shim.install()
     sys.modules[ARENA_MODULE] = tensor_arena
-    sys.modules[ARENA_MODULE.rpartition(".")[0]].shm_tensor_arena = tensor_arena
+    package, _, leaf = ARENA_MODULE.rpartition(".")
+    vars(sys.modules[package])[leaf] = tensor_arena
     logging.getLogger("vllm").setLevel(logging.INFO)
 
 
