@@ -23,7 +23,22 @@ from support.vllm_suite import write_suite
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = os.environ.get("VERIFIEDRING_VLLM_TESTS", "")
 #: vLLM's tests that cannot pass here, each with the reason (README's compatibility table).
-DIFFERENCES: dict[str, str] = {}
+DIFFERENCES: dict[str, str] = {
+    "test_broadcast_retains_values_after_ring_reuse":
+        "counts vLLM's internals: its static recv() for an overflow frame and the buffers "
+        "it passes to pickle.loads (its 1 MiB out-of-band rule); verifiedring frames its "
+        "own messages (wire.py). The retained values it checks are kept (only the "
+        "inline/overflow counts differ; shm_oob passes)",
+    "test_tensor_broadcast": "counts vLLM's static recv() for an overflow frame",
+    "test_busy_reader_consumes_write_notifications":
+        "expects a notification queued on the notify socket: a reader sleeps on its futex "
+        "word, the socket is a stand-in",
+    "test_create_from_handle_tolerates_arena_attach_failure":
+        "a reader refuses a handle whose arena was replaced (an altered handle), where "
+        "vLLM's attaches without an arena",
+    "test_arena_unregisters_pinned_memory_on_del":
+        "the arena is never pinned (no cudaHostRegister, no current_platform)",
+}
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,7 +47,7 @@ pytestmark = [
                        reason="vLLM's tests start their workers with multiprocess"),
     pytest.mark.timeout(900),
 ]
-OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)", re.M)
+OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S+::\S+)", re.M)
 
 
 def test_vllms_own_test_file_passes_with_only_its_imports_switched(tmp_path: Path) -> None:

@@ -20,6 +20,11 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+# vLLM's own imports load numpy.random in the process that forks the test's workers, so
+# they share its state (test_message_queue_idle_wake draws the same message in each);
+# numpy 2 loads it lazily, at first use, seeded anew in each forked worker
+import numpy.random  # noqa: F401
+
 from verifiedring.compat import tensor_arena
 from verifiedring.compat import vllm as shim
 
@@ -75,7 +80,14 @@ class StatelessProcessGroup:
         return [pickle.loads(self.store.get(f"{key}/{r}")) for r in range(self.world_size)]
 
     def barrier(self) -> None:
-        self.all_gather_obj(None)
+        """Every rank arrives, then leaves; rank 0 (the store's host) returns last, so
+        its exit never closes the store under a rank still in the barrier."""
+        key = self._key("barrier")
+        for phase in ("arrive", "depart"):
+            self.store.set(f"{key}/{phase}/{self.rank}", b"1")
+            if phase == "arrive" or self.rank == 0:
+                for r in range(self.world_size):
+                    self.store.get(f"{key}/{phase}/{r}")
 
 
 def _stand_in_for_vllm() -> None:

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import sys
 import weakref
 from typing import Any
 
 from ..arena import ARENA_MIN_BYTES as _ARENA_MIN_BYTES
+from ..arena import ARENA_MIN_BYTES as _ARENA_MIN_BYTES_DEFAULT
 from ..arena import DEFAULT_SLOT_BYTES, DEFAULT_SLOTS, ArenaHandle, ArenaReader, ArenaWriter
 from ..arena import qualifies as _qualifies
 from ..shm import SharedSegment
@@ -85,6 +87,11 @@ class ShmTensorArena:
     def shared_memory(self) -> SharedSegment:
         """The mapped segment (``.name``, ``.buf``, ``.size``)."""
         return self._arena.segment
+
+    @property
+    def total_bytes(self) -> int:
+        """The segment's size in bytes."""
+        return self._arena.handle.total_bytes
 
     def handle(self) -> tuple[int, int, int, str]:
         """``(n_reader, slot_bytes, n_slots, name)``: a reader's constructor arguments."""
@@ -206,9 +213,19 @@ def _rebuild_arena_tensor(name: str, idx: int, gen: int, nbytes: int, dtype: str
     return t
 
 
+def _min_bytes() -> int:
+    """The divert threshold, read at each tensor: this module's ``_ARENA_MIN_BYTES``
+    (vLLM 0.34 patches it here) where it was changed, else ``verifiedring.compat.vllm``'s
+    (where vLLM 0.33 reads it)."""
+    from . import vllm
+
+    own: int = sys.modules[__name__]._ARENA_MIN_BYTES
+    return own if own != _ARENA_MIN_BYTES_DEFAULT else int(vllm._ARENA_MIN_BYTES)
+
+
 class _ArenaPickler(pickle.Pickler):
     """A Pickler (protocol 5) that diverts a contiguous CPU ``Tensor`` or ``Parameter``
-    of at least the compat module's ``_ARENA_MIN_BYTES`` (read at each tensor) into
+    of at least ``_ARENA_MIN_BYTES`` (:func:`_min_bytes`, read at each tensor) into
     ``arena``; all else, and a tensor with no free slot, goes on to the dispatch table."""
 
     def __init__(self, file: Any, arena: ShmTensorArena, buffer_callback: Any = None) -> None:
@@ -221,9 +238,7 @@ class _ArenaPickler(pickle.Pickler):
         kind = type(obj)
         if kind is not torch.Tensor and kind is not torch.nn.Parameter:
             return NotImplemented
-        from . import vllm  # the module engines patch _ARENA_MIN_BYTES on
-
-        if not _qualifies(obj, vllm._ARENA_MIN_BYTES):
+        if not _qualifies(obj, _min_bytes()):
             return NotImplemented
         idx = self.arena.write_tensor(obj)
         if idx is None:

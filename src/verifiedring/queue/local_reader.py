@@ -289,9 +289,11 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
     def _describe_ring_wait(self) -> str:
         c = self._cursor
+        alive = ("its process holds the ring" if self._ring.creator_holds() else
+                 "its process has exited or let go of the ring")
         return (
             f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
-            f"({c.flag_state()})"
+            f"({c.flag_state()}) from {self._writer}, {alive}"
         )
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
