@@ -14,7 +14,7 @@ import contextlib
 import hmac
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sized
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import zmq
@@ -32,7 +32,7 @@ from .handle import Handle, ring_tag
 from .held_chunk import NOTHING, TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
-from .readiness import spin_until
+from .readiness import local_spin_until_readable
 from .writer_watch import watch_writer
 
 _decode_chunk = wire.decode_chunk  # bound once: the hot path pays no lookups
@@ -51,6 +51,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
     is_local_reader = True
     channel = "local"
+    spin_until_readable = local_spin_until_readable  # vLLM 0.34's short wait
     _resumable: ClassVar[frozenset[ReaderState]] = frozenset(
         (ReaderState.FRAME, ReaderState.RUN, ReaderState.OWED)
     )
@@ -187,20 +188,6 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                 with contextlib.suppress(BufferError):  # the caller kept a view of it
                     got.release()
 
-    def _look(self) -> bool:
-        cursor = self._cursor
-        return self._held_unread() if cursor.holding else cursor.poll()
-
-    def spin_until_readable(self, pending: Sized, deadline: float) -> None:
-        """vLLM 0.34's short wait: return once the next chunk is ready, ``pending`` is
-        non-empty, ``time.monotonic()`` reaches ``deadline`` or ``shutdown()`` is called
-        (the caller re-checks :meth:`readable`): the ring's spin, then its futex sleep
-        in blocks short enough to see ``pending`` grow (:func:`.readiness.spin_until`)."""
-        spin_until(self._spin_ready, pending, deadline, self._cursor.sleeper)
-
-    def _spin_ready(self) -> bool:
-        return self.shutting_down or self._look()
-
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
         # (ReaderWake.tla: CutterSetStop stores shutting_down, then the cut).
@@ -288,13 +275,9 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         return StallLog(self._describe_ring_wait, self._log_interval())
 
     def _describe_ring_wait(self) -> str:
-        c = self._cursor
-        alive = ("its process holds the ring" if self._ring.creator_holds() else
-                 "its process has exited or let go of the ring")
-        return (
-            f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
-            f"({c.flag_state()}) from {self._writer}, {alive}"
-        )
+        c, alive = self._cursor, self._writer_lost() or "its process holds the ring"
+        return (f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
+                f"({c.flag_state()}) from {self._writer}, {alive}")
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
         c = self._cursor
