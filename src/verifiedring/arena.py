@@ -22,8 +22,7 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   The tensor's storage holds that array (every tensor this reader rebuilds from
   one claim holds the same one); when the last storage is freed (the last
   tensor or view of it is gone) a finalizer stores the reader's owes byte =
-  0 -- or earlier, at :meth:`ArenaReader.release_view`, on the caller's word
-  that nothing reads the view any more (vLLM's ``flush_releases``). At the
+  0, however many of vLLM's ``flush_releases`` pass meanwhile. At the
   start of each dequeue, and at close, the reader also clears the byte of
   every slot it does not view whose message it has consumed (one that failed
   to decode) -- at close, of every slot it does not view. A finalizer runs in
@@ -250,7 +249,7 @@ class ArenaReader(_Arena):
     A view's finalizer runs in whatever thread drops its last reference (or the
     collector's); the dequeuing thread sweeps and rebuilds. So every step on
     ``_viewed``/``_bases`` and this reader's owes bytes -- a release (a view's
-    death, :meth:`release_view`), the sweep of :meth:`begin`/:meth:`close`, a view's
+    death), the sweep of :meth:`begin`/:meth:`close`, a view's
     registration in :meth:`rebuild` -- runs under one lock, each one step
     (``spec/TensorArena.tla``, ``ReleaseDesign = "locked"``): a release either finds
     its view still the slot's current one and stores 0, or does nothing. The lock
@@ -333,26 +332,20 @@ class ArenaReader(_Arena):
         holder = whole[:nbytes]  # holds ``whole``: the slot is released once every view is gone
         return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
 
-    def _release(self, slot: int, made: int | None) -> None:
-        """Store this reader's owes byte of ``slot`` = 0 if it views the slot -- and,
-        given ``made`` (a base's finalizer), only if that base is the slot's latest."""
+    def _release(self, slot: int, made: int) -> None:
+        """A base's finalizer: store this reader's owes byte of ``slot`` = 0 if it views
+        the slot and base ``made`` is the slot's latest; the slot is then :attr:`freed`."""
         fence()  # FA3: every load of the view's bytes before the release store
         with self._lock:
             base = self._bases.get(slot)
-            if made is not None and (base is None or base[1] != made):
+            if base is None or base[1] != made:
                 return
             if self._viewed.pop(slot, None) is None:
                 return
             with self.owes(slot) as owes:
-                # spec: ArenaRelease -- the view's storage was freed (or release_view)
+                # spec: ArenaRelease -- the view's storage was freed
                 owes[self.index] = 0
-            if made is not None:
-                self.freed[slot] = None
-
-    def release_view(self, slot: int) -> None:
-        """Release ``slot`` now, its view alive or not: the caller vouches that
-        nothing reads the view any more (vLLM's contract: until the next flush)."""
-        self._release(slot, None)
+            self.freed[slot] = None
 
     def forget_freed(self) -> None:
         """Empty :attr:`freed` (vLLM's ``flush_releases``)."""
