@@ -1,6 +1,7 @@
 # verifiedring developer targets. `make install` then `make test` is all a new user needs.
 # `make help` lists them. CI (.ci/run): lint, test, mutants, model-check (the standard
-# tier), each stage timed.
+# tier), then a fresh venv's `make install` and the tests that depend on it (.ci/fresh_venv),
+# each stage timed.
 PYTHON ?= python3
 PYTEST_WORKERS ?= auto
 # the inner loop: everything but the multiprocess stress runs, the fault suite (namespaces),
