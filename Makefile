@@ -1,6 +1,7 @@
 # verifiedring developer targets. `make install` then `make test` is all a new user needs.
 # `make help` lists them. CI (.ci/run): lint, test, mutants, model-check (the standard
-# tier), each stage timed.
+# tier), then a fresh venv's `make install` and the tests that depend on it (.ci/fresh_venv),
+# each stage timed.
 PYTHON ?= python3
 PYTEST_WORKERS ?= auto
 # the inner loop: everything but the multiprocess stress runs, the fault suite (namespaces),
@@ -13,8 +14,8 @@ help:  ## this list
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
 
-install:  ## install the library with everything the tests, models and linters need
-	$(PYTHON) -m pip install -e '.[dev]'
+install:  ## install the library and the locked test/dev tools (requirements/dev.lock: exact pins, updated on purpose)
+	$(PYTHON) -m pip install -r requirements/dev.lock -e '.[dev]'
 
 test:  ## the whole test suite, unit + property + bounded stress + faults + TLC, in parallel
 	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25

@@ -51,15 +51,23 @@ def test_views_rebuilt_over_one_claim_share_one_base_and_release_it_once(arenas:
     assert _owed(a) == [0] and not a.viewed
 
 
-def test_release_view_twice_releases_once(arenas: Any) -> None:
+def test_a_freed_slot_is_listed_once_until_it_is_viewed_again_or_forgotten(
+    arenas: Any,
+) -> None:
     g = arenas(1, arena_slots=1)
     g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
     t = g.readers[0].dequeue(T)
     a = g.reader_arena(0)
-    a.release_view(0)
-    a.release_view(0)  # nothing viewed: no error, nothing stored
-    assert _owed(a) == [0] and not a.viewed
-    assert torch.equal(t, pattern(1, 2 * MIB))
+    assert (list(a.freed), list(a.viewed)) == ([], [0])
+    del t
+    assert (_owed(a), list(a.freed), a.viewed) == ([0], [0], {})
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)  # the same slot, claimed again
+    t = g.readers[0].dequeue(T)
+    assert (list(a.freed), list(a.viewed)) == ([], [0])  # viewed again: not freed
+    del t
+    assert list(a.freed) == [0]
+    a.forget_freed()
+    assert (_owed(a), list(a.freed)) == ([0], [])
 
 
 def test_slots_are_taken_round_robin_and_the_probe_goes_forward(arenas: Any) -> None:

@@ -317,3 +317,18 @@ def test_uninstall_restores_the_librarys_own_logging(
     logging.getLogger("verifiedring").warning("plain")
     assert [(r.name, r.levelno) for r in caplog.records] == [("verifiedring", logging.WARNING)]
     assert shim.VLLM_MODULE not in sys.modules
+
+
+def test_the_handles_unpack_as_vllms_tuples_and_the_ring_has_vllms_layout_names() -> None:
+    with MessageQueue(1, 1, max_chunk_bytes=4096, max_chunks=3) as w:
+        h = w.export_handle()
+        bh = h.buffer_handle
+        assert isinstance(bh, tuple) and tuple(bh) == (1, 4096, 3, bh.name)
+        assert pickle.loads(pickle.dumps(bh)) == bh
+        assert dataclasses.replace(bh, max_chunks=4).max_chunks == 4
+        ring = w.buffer
+        lay = ring.layout
+        assert (ring.total_bytes_of_buffer, ring.data_offset, ring.metadata_offset) == (
+            lay.total_bytes, lay.data_offset(0), lay.flags_offset(0))
+        assert ring.shared_memory.name == bh.name
+        assert ring.shared_memory.size == lay.total_bytes == len(ring.shared_memory.buf)

@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 import torch
 
-from verifiedring import MessageQueue
+from verifiedring import MessageQueue, MisuseError
 from verifiedring.compat import vllm as shim
 from verifiedring.queue import serialization
 
@@ -183,25 +183,31 @@ def view(reader: Any, idx: int, ref: torch.Tensor) -> torch.Tensor:
     return reader.get_tensor(idx, ref.numel() * ref.element_size(), ref.dtype, tuple(ref.shape))
 
 
-def test_a_slot_is_reused_only_after_every_reader_released_it() -> None:
+def test_a_slot_is_reused_only_after_every_readers_view_is_gone_whatever_the_flushes() -> None:
     writer, readers = arena(2)
     t = torch.full((100,), 7, dtype=torch.int64)
     first = writer.write_tensor(t)
-    views = [view(r, first, t) for r in readers]
+    views: list[Any] = [view(r, first, t) for r in readers]
     assert [torch.equal(v, t) for v in views] == [True, True]
-    assert [r._pending_release for r in readers] == [[first], [first]]
+    assert [r._pending_release for r in readers] == [[], []]  # nothing freed yet
     second = writer.write_tensor(t)
     assert (first, second, writer.write_tensor(t)) == (0, 1, None)
     with readers[0]._meta(first) as meta:
         assert bytes(meta) == b"\x01\x00\x00"  # written, no reader done
-    readers[0].flush_releases()
-    assert (readers[0]._pending_release, writer.write_tensor(t)) == ([], None)
-    readers[1].flush_releases()
+    for r in readers:
+        r.flush_releases()  # vLLM 0.34: a flush releases no slot a view still holds
+    assert ([r._pending_release for r in readers], writer.write_tensor(t)) == ([[], []], None)
+    views[0] = None
+    assert ([r._pending_release for r in readers], writer.write_tensor(t)) == (
+        [[first], []], None)
+    views[1] = None
     with readers[1]._meta(first) as meta:
         assert bytes(meta) == b"\x01\x01\x01"
+    assert [r._pending_release for r in readers] == [[first], [first]]
+    readers[0].flush_releases()
+    assert [r._pending_release for r in readers] == [[], [first]]
     assert writer.write_tensor(t) == first
     assert [r._deferred_releases for r in readers] == [[], []]
-    del views
 
 
 def test_a_views_death_releases_its_slot_without_a_flush() -> None:
@@ -210,9 +216,9 @@ def test_a_views_death_releases_its_slot_without_a_flush() -> None:
     idx = writer.write_tensor(t)
     v = view(reader, idx, t)[8:]  # a slice keeps the storage
     gc.collect()
-    assert (reader._pending_release, writer.write_tensor(t)) == ([idx], None)
+    assert (reader._pending_release, writer.write_tensor(t)) == ([], None)
     del v
-    assert (reader._pending_release, writer.write_tensor(t)) == ([], idx)
+    assert (reader._pending_release, writer.write_tensor(t)) == ([idx], idx)
 
 
 def test_views_alias_the_one_mapping_and_the_slot_bytes() -> None:
@@ -259,11 +265,11 @@ def test_the_arena_pickler_diverts_only_what_qualifies(monkeypatch: pytest.Monke
         True] * 5
     assert [type(o) for o in out] == [torch.Tensor, torch.nn.Parameter, torch.Tensor,
                                       torch.Tensor, torch.Tensor]
-    assert reader._pending_release == [0, 1]
+    assert reader._pending_release == []  # both views alive
     assert out[0].data_ptr() == torch.frombuffer(
         reader._slot(0, big.nbytes), dtype=torch.uint8).data_ptr()
     del out
-    assert reader._pending_release == []
+    assert reader._pending_release == [1, 0]  # a list frees its items last first
 
 
 # --- the queue with enable_shm_tensor_arena=True --------------------------------------
@@ -287,11 +293,12 @@ def test_the_queue_arena_speaks_vllms_names() -> None:
         assert [id(c.args[0]) for c in spy.call_args_list] == [id(mid)]
         got = r.dequeue(T)
         assert [torch.equal(got["huge"], huge), torch.equal(got["mid"], mid)] == [True, True]
-        (idx,) = r.tensor_arena._pending_release
+        assert r.tensor_arena._pending_release == []  # its view is alive
+        (idx,) = r._arena.viewed
         slot = r.tensor_arena._slot(idx, huge.nbytes)
         assert got["huge"].data_ptr() == torch.frombuffer(slot, dtype=torch.uint8).data_ptr()
         del got, slot
-        assert r.tensor_arena._pending_release == []
+        assert r.tensor_arena._pending_release == [idx]
         r.close()
         w.close()
     finally:
@@ -306,9 +313,9 @@ def test_two_views_of_one_slot_keep_it_owed_until_both_are_gone() -> None:
     second = reader.get_tensor(idx, 64, torch.int16, (32,))  # the first half, other dtype
     assert second.view(torch.int32).tolist() == list(range(16))
     del first
-    assert (reader._pending_release, writer.write_tensor(t)) == ([idx], None)
+    assert (reader._pending_release, writer.write_tensor(t)) == ([], None)
     del second
-    assert (reader._pending_release, writer.write_tensor(t)) == ([], idx)
+    assert (reader._pending_release, writer.write_tensor(t)) == ([idx], idx)
 
 
 def test_the_arena_facades_do_not_keep_a_dropped_queues_arenas_alive() -> None:
@@ -352,3 +359,27 @@ def test_a_tensor_from_a_ring_chunk_outlives_the_chunks_reuse_and_is_writable() 
     finally:
         r.close()
         w.close()
+
+
+def test_a_readers_arena_is_registered_at_attach_survives_shutdown_and_goes_once_dropped(
+) -> None:
+    shim.install()
+    try:
+        w: Any = MessageQueue(1, 1, enable_shm_tensor_arena=True)
+        r: Any = MessageQueue.create_from_handle(w.export_handle(), 0)
+        n_reader, slot_bytes, n_slots, name = w.export_handle().tensor_arena_handle
+        facade = r.tensor_arena
+        assert (n_reader, slot_bytes, n_slots) == (1, facade.slot_bytes, facade.n_slots)
+        del facade
+        assert r.tensor_arena.shared_memory.name == name
+        assert shim._TENSOR_ARENAS[name] is r.tensor_arena  # before any handshake
+        r.shutdown()
+        assert shim._TENSOR_ARENAS[name] is r.tensor_arena
+        r.tensor_arena = None
+        assert (name not in shim._TENSOR_ARENAS, r.tensor_arena) == (True, None)
+        with pytest.raises(MisuseError, match="only be set to None"):
+            r.tensor_arena = w.tensor_arena
+        r.close()
+        w.close()
+    finally:
+        shim.uninstall()

@@ -369,6 +369,9 @@ def test_a_reader_stall_logs_vllms_line_at_info_once_per_interval(
         )
         assert re.search(r"still waiting after 0\.\d s: local reader rank 0 \(pid \d+\) waits "
                          r"for message seq 0 in chunk 0 ", text)
+        assert text.endswith(
+            f"from the writer (pid {os.getpid()} on host {socket.gethostname()}), its process "
+            "holds the ring")
         caplog.clear()
         with pytest.raises(RingTimeoutError):
             r.dequeue(timeout=0.5, indefinite=True)
@@ -376,6 +379,33 @@ def test_a_reader_stall_logs_vllms_line_at_info_once_per_interval(
     finally:
         r.close()
         w.close()
+
+
+def test_a_writer_stall_names_the_reader_it_waits_for_and_whether_it_lives(
+    vllm_installed: types.ModuleType, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(shim, "VLLM_RINGBUFFER_WARNING_INTERVAL", 0.3)
+    caplog.set_level(logging.DEBUG)
+    w: Any = MessageQueue(2, 2, max_chunk_bytes=1024, max_chunks=1)
+    h = w.export_handle()
+    readers: list[Any] = [MessageQueue.create_from_handle(h, rank) for rank in (0, 1)]
+    try:
+        for q in (w, *readers):
+            q.wait_until_ready(T)
+        w.enqueue("fills the ring", timeout=T)
+        assert readers[1].dequeue(T) == "fills the ring"  # rank 0 never reads
+        with pytest.raises(RingTimeoutError) as err:
+            w.enqueue("waits", timeout=0.5)
+        lines = [x.getMessage() for x in caplog.records]
+        assert len(lines) == 1 and lines[0].startswith(
+            "No available shared memory broadcast block found in 0 seconds")
+        stuck = (f"readers [0] (reader rank 0 (pid {os.getpid()} on host "
+                 f"{socket.gethostname()}), its process is alive) have not read it")
+        assert lines[0].endswith(stuck) and str(err.value).endswith(stuck)
+    finally:
+        for q in (*readers, w):
+            q.close()
 
 
 # --- the dead-writer watch still runs between idle blocks --------------------------------

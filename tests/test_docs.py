@@ -354,6 +354,9 @@ SETTINGS = [
     Setting("stress/README.md", "every 5 s", "--progress's default with --duration"),
     Setting("stress/README.md", "duration + 60 s", "--time-limit's default"),
     Setting("bench/README.md", "Target: <= 2x", "a target for the ratio, not a result"),
+    Setting("README.md", "in blocks of at most 1 ms", "how often spin_until_readable looks "
+            "at pending while asleep", ("verifiedring.queue.readiness", "PENDING_LOOK_SECONDS",
+                                        1e-3)),
 ]
 
 

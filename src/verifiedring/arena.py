@@ -22,8 +22,7 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   The tensor's storage holds that array (every tensor this reader rebuilds from
   one claim holds the same one); when the last storage is freed (the last
   tensor or view of it is gone) a finalizer stores the reader's owes byte =
-  0 -- or earlier, at :meth:`ArenaReader.release_view`, on the caller's word
-  that nothing reads the view any more (vLLM's ``flush_releases``). At the
+  0, however many of vLLM's ``flush_releases`` pass meanwhile. At the
   start of each dequeue, and at close, the reader also clears the byte of
   every slot it does not view whose message it has consumed (one that failed
   to decode) -- at close, of every slot it does not view. A finalizer runs in
@@ -79,13 +78,21 @@ def qualifies(t: Any, min_bytes: int) -> bool:
 
 
 @dataclass(frozen=True)
-class ArenaHandle:
-    """What a local reader needs to attach to the arena (picklable)."""
+class ArenaHandle(tuple[int, int, int, str]):
+    """What a local reader needs to attach to the arena (picklable). A tuple in vLLM's
+    order, ``(n_reader, slot_bytes, n_slots, name)``, as vLLM's ``tensor_arena_handle``
+    unpacks; a frozen dataclass too (``dataclasses.replace`` works)."""
 
     name: str
     n_reader: int
     n_slots: int
     slot_bytes: int
+
+    def __new__(cls, name: str, n_reader: int, n_slots: int, slot_bytes: int) -> ArenaHandle:
+        return super().__new__(cls, (n_reader, slot_bytes, n_slots, name))
+
+    def __getnewargs__(self) -> tuple[str, int, int, int]:
+        return self.name, self.n_reader, self.n_slots, self.slot_bytes  # pickle: __new__'s
 
     @property
     def meta_bytes(self) -> int:
@@ -242,7 +249,7 @@ class ArenaReader(_Arena):
     A view's finalizer runs in whatever thread drops its last reference (or the
     collector's); the dequeuing thread sweeps and rebuilds. So every step on
     ``_viewed``/``_bases`` and this reader's owes bytes -- a release (a view's
-    death, :meth:`release_view`), the sweep of :meth:`begin`/:meth:`close`, a view's
+    death), the sweep of :meth:`begin`/:meth:`close`, a view's
     registration in :meth:`rebuild` -- runs under one lock, each one step
     (``spec/TensorArena.tla``, ``ReleaseDesign = "locked"``): a release either finds
     its view still the slot's current one and stores 0, or does nothing. The lock
@@ -261,6 +268,10 @@ class ArenaReader(_Arena):
         # the finalizers of the earlier ones no-ops
         self._bases: dict[int, tuple[int, int, weakref.ref[Any] | None]] = {}
         self._made = 0  # bases made so far
+        #: Slots released because their last view's storage was freed, since the slot
+        #: was last viewed or :meth:`forget_freed` (vLLM's ``_pending_release``; at most
+        #: one entry per slot).
+        self.freed: dict[int, None] = {}
         self._closed = False
         hook = _attach_hook
         if announce and hook is not None:
@@ -316,28 +327,30 @@ class ArenaReader(_Arena):
                 whole = np.frombuffer(self.segment.buf, np.uint8, h.slot_bytes, offset)
                 self._bases[slot] = (gen, made, weakref.ref(whole))
                 self._viewed[slot] = gen
+                self.freed.pop(slot, None)
                 weakref.finalize(whole, self._release, slot, made)
         holder = whole[:nbytes]  # holds ``whole``: the slot is released once every view is gone
         return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
 
-    def _release(self, slot: int, made: int | None) -> None:
-        """Store this reader's owes byte of ``slot`` = 0 if it views the slot -- and,
-        given ``made`` (a base's finalizer), only if that base is the slot's latest."""
+    def _release(self, slot: int, made: int) -> None:
+        """A base's finalizer: store this reader's owes byte of ``slot`` = 0 if it views
+        the slot and base ``made`` is the slot's latest; the slot is then :attr:`freed`."""
         fence()  # FA3: every load of the view's bytes before the release store
         with self._lock:
             base = self._bases.get(slot)
-            if made is not None and (base is None or base[1] != made):
+            if base is None or base[1] != made:
                 return
             if self._viewed.pop(slot, None) is None:
                 return
             with self.owes(slot) as owes:
-                # spec: ArenaRelease -- the view's storage was freed (or release_view)
+                # spec: ArenaRelease -- the view's storage was freed
                 owes[self.index] = 0
+            self.freed[slot] = None
 
-    def release_view(self, slot: int) -> None:
-        """Release ``slot`` now, its view alive or not: the caller vouches that
-        nothing reads the view any more (vLLM's contract: until the next flush)."""
-        self._release(slot, None)
+    def forget_freed(self) -> None:
+        """Empty :attr:`freed` (vLLM's ``flush_releases``)."""
+        with self._lock:
+            self.freed.clear()
 
     @property
     def viewed(self) -> dict[int, int]:

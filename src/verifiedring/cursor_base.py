@@ -92,8 +92,9 @@ class WriterSide(Cursor):
     """The writer cursor's state (its flag positions, the sleep words, its page
     reservation) and what it says about its waits."""
 
-    #: What messages call each reader (by index), e.g. its rank, pid and host.
-    reader_names: list[str] | None = None
+    #: What messages call each reader (by index), e.g. its rank, pid and host and
+    #: whether it lives: ``str()`` of each, taken when a message is written.
+    reader_names: list[object] | None = None
 
     def settle(self, i: int) -> bool:
         """After :meth:`publish` of chunk ``i`` raised: whether its WriterPublish store
@@ -143,7 +144,7 @@ class WriterSide(Cursor):
     def _unread(self) -> str:
         unread = self.unread_by()
         names = self.reader_names
-        who = "" if names is None else " (" + ", ".join(names[r] for r in unread) + ")"
+        who = "" if names is None else " (" + "; ".join(str(names[r]) for r in unread) + ")"
         return f"readers {unread}{who} have not read it"
 
     def _describe_wait(self) -> str:

@@ -11,7 +11,6 @@ as its writes reach it; ``reserve="all"``, backed whole at create.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .cursors import ReaderCursor, WriterCursor, claimed_roles
@@ -26,17 +25,22 @@ __all__ = ["ReaderCursor", "RingHandle", "ShmRingBuffer", "WriterCursor"]
 
 
 @dataclass(frozen=True)
-class RingHandle:
-    """Everything another process needs to attach to a ring (picklable). Unpacks in
-    vLLM's order, so ``ShmRingBuffer(*handle)`` attaches."""
+class RingHandle(tuple[int, int, int, str]):
+    """Everything another process needs to attach to a ring (picklable). A tuple in
+    vLLM's order (``isinstance(h, tuple)``, as vLLM's handle), so ``ShmRingBuffer(*handle)``
+    attaches; a frozen dataclass too (``dataclasses.replace`` works)."""
 
     n_reader: int
     max_chunk_bytes: int
     max_chunks: int
     name: str
 
-    def __iter__(self) -> Iterator[int | str]:
-        return iter((self.n_reader, self.max_chunk_bytes, self.max_chunks, self.name))
+    def __new__(cls, n_reader: int, max_chunk_bytes: int, max_chunks: int,
+                name: str) -> RingHandle:
+        return super().__new__(cls, (n_reader, max_chunk_bytes, max_chunks, name))
+
+    def __getnewargs__(self) -> tuple[int, int, int, str]:  # pickle: __new__'s arguments
+        return self.n_reader, self.max_chunk_bytes, self.max_chunks, self.name
 
     @property
     def layout(self) -> RingLayout:

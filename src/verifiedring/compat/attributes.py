@@ -42,6 +42,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import MisuseError
 from ..queue.local_reader import LocalReader
 from ..queue.message_queue import MessageQueue
 from ..queue.remote_reader import RemoteReader
@@ -91,7 +92,6 @@ _PER_ROLE: dict[type, dict[str, Callable[[Any], Any]]] = {
         "current_idx": lambda r: r._cursor.index,
         "local_reader_rank": lambda r: r.local_reader_ranks.index(r.rank),
         "local_socket": lambda r: r._sock,
-        "tensor_arena": lambda r: facade_of(r._arena),
         "_spin_condition": reader_spin_condition,
     },
     RemoteReader: {"remote_socket": lambda r: r._sock},
@@ -119,17 +119,47 @@ _RING: dict[str, Callable[[ShmRingBuffer], Any]] = {
     "max_chunk_bytes": lambda b: b.layout.max_chunk_bytes,
     "max_chunks": lambda b: b.layout.max_chunks,
     "metadata_size": lambda b: b.layout.flags_per_chunk,
+    # vLLM's layout offsets, as this ring's (data of chunk 0, flags of chunk 0): the
+    # segment is verifiedring's layout (sleep words first), never vLLM's
+    "total_bytes_of_buffer": lambda b: b.layout.total_bytes,
+    "data_offset": lambda b: b.layout.data_offset(0),
+    "metadata_offset": lambda b: b.layout.flags_offset(0),
+    "shared_memory": lambda b: b._segment,
+}
+
+
+def _reader_arena(r: LocalReader) -> Any:
+    return None if vars(r).get("_vllm_arena_dropped") else facade_of(r._arena)
+
+
+def _drop_reader_arena(r: LocalReader, value: Any) -> None:
+    """``mq.tensor_arena = None`` (vLLM's way to drop the arena): the queue's arena stays
+    (its messages still decode), but its ``ShmTensorArena`` is let go, so the
+    ``_TENSOR_ARENAS`` entry vanishes once nothing else references it."""
+    if value is not None:
+        raise MisuseError(f"{r._who()}: tensor_arena can only be set to None")
+    vars(r)["_vllm_arena_dropped"] = True
+    if r._arena is not None:
+        r._arena.facade = None
+
+
+#: Attributes vLLM's callers assign: (getter, setter), per class.
+_SETTABLE: dict[type, dict[str, tuple[Callable[[Any], Any], Callable[[Any, Any], None]]]] = {
+    LocalReader: {"tensor_arena": (_reader_arena, _drop_reader_arena)},
 }
 
 
 def add_vllm_attributes() -> None:
-    """Add vLLM's attributes (the table above) to the queue classes and the ring.
+    """Add vLLM's attributes (the tables above) to the queue classes and the ring.
     Idempotent; a name a class defines itself is never replaced."""
     tables = ((MessageQueue, _COMMON), *_PER_ROLE.items(), (ShmRingBuffer, _RING))
     for cls, table in tables:
         for name, get in table.items():
             if name not in cls.__dict__:
                 setattr(cls, name, property(get))
+    for cls, settable in _SETTABLE.items():
+        for name, (get, put) in settable.items():
+            setattr(cls, name, property(get, put))
     for name, call in (("get_data", _get_data), ("get_metadata", _get_metadata)):
         if name not in ShmRingBuffer.__dict__:
             setattr(ShmRingBuffer, name, call)

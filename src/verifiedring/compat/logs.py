@@ -7,8 +7,11 @@ logger to WARNING). :func:`forward_to` makes every record of the
 the engine's level for the same event (a stalled wait is INFO in vLLM, WARNING in
 SGLang; other records keep theirs; vLLM's in its words, "No available shared memory
 broadcast block found in N seconds"), and only if that logger is enabled for it.
-The ``verifiedring`` logger stops propagating meanwhile, so a line is emitted
-once.
+It is a filter of the ``verifiedring`` logger that re-issues the record and drops
+it there, so a line is emitted once: the record reaches no handler of the library
+logger and does not propagate, while the logger itself keeps propagating (a log
+capture that attaches its handler to every non-propagating logger, as pytest 9.2's
+does, sees each record once).
 """
 
 from __future__ import annotations
@@ -27,19 +30,24 @@ __all__ = ["LIBRARY_LOGGER", "Forward", "StallWording", "forward_to", "stop_forw
 StallWording = Callable[[tuple[Any, ...]], tuple[str, tuple[Any, ...]]]
 
 
-class Forward(logging.Handler):
+class Forward(logging.Filter):
     """Re-issues each record under ``target``, a stalled wait at ``stall_level`` (and
-    in the engine's words, given ``stall_wording``)."""
+    in the engine's words, given ``stall_wording``), and drops it where it was logged."""
 
     def __init__(
         self, target: str, stall_level: int, stall_wording: StallWording | None = None
     ) -> None:
-        super().__init__(logging.NOTSET)
+        super().__init__()
         self.target = target
         self.stall_level = stall_level
         self.stall_wording = stall_wording
 
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.emit(record)
+        return False
+
     def emit(self, record: logging.LogRecord) -> None:
+        """Log a copy of ``record`` under the target logger, if it is enabled for it."""
         stall = record.msg == STALL_MESSAGE
         level = self.stall_level if stall else record.levelno
         logger = logging.getLogger(self.target)
@@ -59,22 +67,20 @@ def forward_to(
     target: str, stall_level: int, stall_wording: StallWording | None = None
 ) -> Forward:
     """Send the library's records to logger ``target`` (replacing an earlier
-    forward); returns the handler. The library logger creates every record (DEBUG),
+    forward); returns the filter. The library logger creates every record (DEBUG),
     so the engine's logger alone decides what is shown."""
     library = stop_forwarding()
-    handler = Forward(target, stall_level, stall_wording)
-    library.addHandler(handler)
+    forward = Forward(target, stall_level, stall_wording)
+    library.addFilter(forward)
     library.setLevel(logging.DEBUG)
-    library.propagate = False
-    return handler
+    return forward
 
 
 def stop_forwarding() -> logging.Logger:
-    """Undo :func:`forward_to` (the library logger propagates at its default level
-    again); returns the library logger."""
+    """Undo :func:`forward_to` (the library logger's records reach its handlers and
+    propagate at its default level again); returns the library logger."""
     library = logging.getLogger(LIBRARY_LOGGER)
-    for old in [h for h in library.handlers if isinstance(h, Forward)]:
-        library.removeHandler(old)
+    for old in [f for f in library.filters if isinstance(f, Forward)]:
+        library.removeFilter(old)
     library.setLevel(logging.NOTSET)
-    library.propagate = True
     return library

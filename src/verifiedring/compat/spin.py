@@ -35,6 +35,7 @@ BUSY_LOOP_S = 1.0
 _sources: dict[str, Callable[[], float]] = {
     "recheck_ms": lambda: 5000.0,
     "warning_interval": lambda: 60.0,
+    "notify_poll_s": lambda: 2.0,
 }
 
 __all__ = [
@@ -43,10 +44,15 @@ __all__ = [
 ]
 
 
-def use_sources(recheck_ms: Callable[[], float], warning_interval: Callable[[], float]) -> None:
-    """Where the recheck interval (ms) and the warning interval (s) are read, per call."""
+def use_sources(
+    recheck_ms: Callable[[], float], warning_interval: Callable[[], float],
+    notify_poll_s: Callable[[], float],
+) -> None:
+    """Where the recheck interval (ms), the warning interval (s) and the notify socket's
+    poll interval (s) are read, per call."""
     _sources["recheck_ms"] = recheck_ms
     _sources["warning_interval"] = warning_interval
+    _sources["notify_poll_s"] = notify_poll_s
 
 
 def block_cap() -> float:
@@ -55,11 +61,17 @@ def block_cap() -> float:
 
 
 class StandInSocket:
-    """Where vLLM has a zmq socket that verifiedring does not need: closable, idempotently."""
+    """Where vLLM has a zmq socket that verifiedring does not need: closable, idempotently;
+    nothing is ever queued on it (``poll`` says so, and counts the calls)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.closed = False
+        self.polls = 0
+
+    def poll(self, timeout: int | None = None) -> int:
+        self.polls += 1
+        return 0
 
     def close(self, linger: int | None = None) -> None:
         self.closed = True
@@ -100,6 +112,8 @@ class SpinCondition:
         self.busy_loop_s = BUSY_LOOP_S
         #: When the reader last read a message (monotonic); 0 makes it idle now.
         self.last_read = time.monotonic()
+        #: When :meth:`record_read` last polled the notify socket (vLLM 0.33's).
+        self.last_notify_poll = self.last_read
         #: The wait's re-check (the reader's poll), set by each :meth:`sleep`.
         self.recheck: Callable[[], bool] = cursor.poll
         self.poller = FutexPoller(self)
@@ -116,7 +130,12 @@ class SpinCondition:
         return block_cap()  # vLLM's recheck interval, idle or not
 
     def record_read(self) -> None:
-        self.last_read = time.monotonic()
+        """After each read: ``last_read``; once per ``SHM_NOTIFY_POLL_INTERVAL_S`` a poll
+        of the notify socket, as vLLM's (a stand-in here: nothing piles up on it)."""
+        self.last_read = now = time.monotonic()
+        if now - self.last_notify_poll >= _sources["notify_poll_s"]():
+            self.last_notify_poll = now
+            self.local_notify_socket.poll(timeout=0)
 
     def sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
         """The core's block: one :meth:`wait` (the instance's, so a patched one is

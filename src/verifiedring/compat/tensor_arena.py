@@ -11,9 +11,9 @@ vLLM's names, with verifiedring's arena underneath (its layout, its per-slot
 * ``write_tensor(t)``: the slot index, or ``None`` (larger than a slot, no byte
   view, or no slot that every reader released); never waits.
 * ``get_tensor(idx, nbytes, dtype, shape)``: a zero-copy, writable view of the
-  slot. The slot stays owed until the view's storage is freed *or*
-  ``flush_releases()`` (vLLM's contract: a view is valid until the next flush).
-  ``_pending_release`` lists the slots this reader views and still owes.
+  slot. The slot stays owed until the view's storage is freed, across any number of
+  ``flush_releases()`` (vLLM 0.34's contract). ``_pending_release`` lists the slots
+  freed since the last flush (released already: the writer may reuse them).
 * ``_TENSOR_ARENAS``: reader arenas by segment name (weak values, as vLLM's);
   every queue reader's arena is entered as it attaches once :func:`register`
   is the arena's attach hook (``install()`` sets it).
@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import sys
 import weakref
 from typing import Any
 
 from ..arena import ARENA_MIN_BYTES as _ARENA_MIN_BYTES
+from ..arena import ARENA_MIN_BYTES as _ARENA_MIN_BYTES_DEFAULT
 from ..arena import DEFAULT_SLOT_BYTES, DEFAULT_SLOTS, ArenaHandle, ArenaReader, ArenaWriter
 from ..arena import qualifies as _qualifies
 from ..shm import SharedSegment
@@ -86,6 +88,11 @@ class ShmTensorArena:
         """The mapped segment (``.name``, ``.buf``, ``.size``)."""
         return self._arena.segment
 
+    @property
+    def total_bytes(self) -> int:
+        """The segment's size in bytes."""
+        return self._arena.handle.total_bytes
+
     def handle(self) -> tuple[int, int, int, str]:
         """``(n_reader, slot_bytes, n_slots, name)``: a reader's constructor arguments."""
         return self.n_reader, self.slot_bytes, self.n_slots, self._arena.handle.name
@@ -135,15 +142,16 @@ class ShmTensorArena:
 
     @property
     def _pending_release(self) -> list[int]:
-        """The slots this reader views and still owes, in the order it viewed them."""
+        """The slots whose last view's storage was freed since the last flush, in that
+        order (vLLM 0.34's: queued for release; here already released)."""
         arena = self._arena
-        return list(arena.viewed) if isinstance(arena, ArenaReader) else []
+        return list(arena.freed) if isinstance(arena, ArenaReader) else []
 
     def flush_releases(self) -> None:
-        """Release every slot this reader views (its views must not be read after)."""
-        reader = self._reader()
-        for slot in list(reader.viewed):
-            reader.release_view(slot)
+        """vLLM 0.34's flush: forget the freed slots (:attr:`_pending_release`). A slot a
+        view still holds stays owed, however many flushes pass: it is released when the
+        view's storage is freed."""
+        self._reader().forget_freed()
 
     def _ensure_pinned(self) -> None:
         """vLLM pins the mapping for faster host-to-device copies; verifiedring
@@ -205,9 +213,19 @@ def _rebuild_arena_tensor(name: str, idx: int, gen: int, nbytes: int, dtype: str
     return t
 
 
+def _min_bytes() -> int:
+    """The divert threshold, read at each tensor: this module's ``_ARENA_MIN_BYTES``
+    (vLLM 0.34 patches it here) where it was changed, else ``verifiedring.compat.vllm``'s
+    (where vLLM 0.33 reads it)."""
+    from . import vllm
+
+    own: int = sys.modules[__name__]._ARENA_MIN_BYTES
+    return own if own != _ARENA_MIN_BYTES_DEFAULT else int(vllm._ARENA_MIN_BYTES)
+
+
 class _ArenaPickler(pickle.Pickler):
     """A Pickler (protocol 5) that diverts a contiguous CPU ``Tensor`` or ``Parameter``
-    of at least the compat module's ``_ARENA_MIN_BYTES`` (read at each tensor) into
+    of at least ``_ARENA_MIN_BYTES`` (:func:`_min_bytes`, read at each tensor) into
     ``arena``; all else, and a tensor with no free slot, goes on to the dispatch table."""
 
     def __init__(self, file: Any, arena: ShmTensorArena, buffer_callback: Any = None) -> None:
@@ -220,9 +238,7 @@ class _ArenaPickler(pickle.Pickler):
         kind = type(obj)
         if kind is not torch.Tensor and kind is not torch.nn.Parameter:
             return NotImplemented
-        from . import vllm  # the module engines patch _ARENA_MIN_BYTES on
-
-        if not _qualifies(obj, vllm._ARENA_MIN_BYTES):
+        if not _qualifies(obj, _min_bytes()):
             return NotImplemented
         idx = self.arena.write_tensor(obj)
         if idx is None:

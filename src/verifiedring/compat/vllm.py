@@ -21,6 +21,9 @@ makes the queue read the names engines' tests patch, at call time:
   ``_TENSOR_ARENAS`` as they attach (vLLM's arena names: :mod:`.tensor_arena`).
 * ``SHM_READER_RECHECK_INTERVAL_MS`` (and the warning interval): how long one idle
   block of a local reader lasts at most (:mod:`.spin`), read at every block.
+* ``REMOTE_POLL_WAIT_MS`` (vLLM 0.34): how long a remote reader's
+  ``spin_until_readable`` polls its socket, read at each call; ``SHM_NOTIFY_POLL_INTERVAL_S``
+  (0.33): how often ``_spin_condition.record_read`` polls the (stand-in) notify socket.
 
 A stalled wait logs at vLLM's level (INFO) in vLLM's words ("No available shared
 memory broadcast block found in N seconds", N the warning interval), with
@@ -38,16 +41,18 @@ import os
 import pickle
 import shutil
 import sys
+from collections.abc import Sized
 from types import ModuleType
 from typing import Any
 
 from .. import arena as _arena_module
 from ..cgroup import check_cgroup_memory_available
-from ..errors import MisuseError, RingTimeoutError, SharedMemoryFullError
+from ..errors import CancelledError, MisuseError, RingTimeoutError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
-from ..queue import Handle, MessageQueue
+from ..queue import Handle, MessageQueue, readiness
 from ..queue import message_queue as _queue_module
 from ..queue import reader as _reader_module
+from ..queue.readiness import REMOTE_POLL_WAIT_MS as REMOTE_POLL_WAIT_MS_DEFAULT
 from ..queue.serialization import rebuild_tensor as _rebuild_tensor
 from ..queue.serialization import reduce_tensor as _reduce_tensor
 from ..queue.serialization import use_tensor_reducer
@@ -72,13 +77,22 @@ SGLANG_RINGBUFFER_WARNING_INTERVAL = int(
 )
 #: The most milliseconds an idle local reader blocks before it re-reads the ring.
 SHM_READER_RECHECK_INTERVAL_MS = 5000
+#: How long a remote reader's ``spin_until_readable`` polls its socket (ms), read at
+#: each call (vLLM 0.34's name; :mod:`verifiedring.queue.readiness`).
+REMOTE_POLL_WAIT_MS = REMOTE_POLL_WAIT_MS_DEFAULT
+#: How often a busy local reader polls its notify socket (vLLM 0.33's name, read at each
+#: read): verifiedring's readers sleep on a futex word, so the notify socket is a
+#: stand-in that never queues anything (:mod:`.spin`).
+SHM_NOTIFY_POLL_INTERVAL_S = 2.0
 #: A stalled wait, in vLLM's words (its interval, then verifiedring's detail).
 VLLM_STALL_MESSAGE = (
     "No available shared memory broadcast block found in %d seconds (the warning "
     "interval): a peer process is hung or busy with long work; " + STALL_MESSAGE
 )
 __all__ = [
+    "REMOTE_POLL_WAIT_MS",
     "SGLANG_RINGBUFFER_WARNING_INTERVAL",
+    "SHM_NOTIFY_POLL_INTERVAL_S",
     "SHM_PATH",
     "SHM_READER_RECHECK_INTERVAL_MS",
     "VLLM_RINGBUFFER_WARNING_INTERVAL",
@@ -137,6 +151,20 @@ def _recheck_ms() -> float:
     return float(value)
 
 
+def _remote_poll_ms() -> float:
+    value = _me.REMOTE_POLL_WAIT_MS
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise MisuseError(f"REMOTE_POLL_WAIT_MS={value!r} must be a number of ms >= 0")
+    return float(value)
+
+
+def _notify_poll_s() -> float:
+    value = _me.SHM_NOTIFY_POLL_INTERVAL_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise MisuseError(f"SHM_NOTIFY_POLL_INTERVAL_S={value!r} must be a number of s >= 0")
+    return float(value)
+
+
 def _vllm_stall(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
     return VLLM_STALL_MESSAGE, (int(_warning_interval()), *args)
 
@@ -155,6 +183,26 @@ def recv(socket: Any, timeout: float | None) -> Any:
         raise RingTimeoutError(f"pid {os.getpid()}: no message on the socket in {timeout} s")
     first, *rest = socket.recv_multipart(copy=False)
     return pickle.loads(first, buffers=rest)
+
+
+def readable(self: Any) -> bool:
+    """``MessageQueue.readable`` as vLLM's dispatches it, for what reaches the base class
+    (the writer, or a stand-in with vLLM's role flags): a remote reader's socket polled
+    with timeout 0; the writer raises. Each reader role has its own (``readiness``)."""
+    if self.shutting_down:
+        raise CancelledError(f"pid {os.getpid()}: readable() cancelled: shutdown() was called")
+    if self._is_remote_reader:
+        return bool(self.remote_socket.poll(timeout=0))
+    raise MessageQueue._wrong_role(self, "readable()")
+
+
+def spin_until_readable(self: Any, pending: Sized, deadline: float) -> None:
+    """``MessageQueue.spin_until_readable`` as vLLM's dispatches it (see :func:`readable`):
+    a remote reader polls its socket for ``REMOTE_POLL_WAIT_MS``; the writer raises."""
+    if self._is_remote_reader:
+        self.remote_socket.poll(timeout=readiness.remote_poll_ms(deadline))
+        return
+    raise MessageQueue._wrong_role(self, "spin_until_readable()")
 
 
 def _reduce_by_name(t: Any) -> Any:
@@ -252,7 +300,10 @@ def uninstall() -> None:
 
 
 add_vllm_attributes()
-spin.use_sources(_recheck_ms, _warning_interval)
+spin.use_sources(_recheck_ms, _warning_interval, _notify_poll_s)
+readiness.use_remote_poll_ms(_remote_poll_ms)
+MessageQueue.readable = readable  # type: ignore[method-assign]
+MessageQueue.spin_until_readable = spin_until_readable  # type: ignore[method-assign]
 if "recv" not in MessageQueue.__dict__:
     MessageQueue.recv = staticmethod(recv)  # type: ignore[attr-defined]
 if "ReadTimeoutWithWarnings" not in MessageQueue.__dict__:

@@ -39,6 +39,12 @@ class TakenChunk:
         self._lent = True
         return chunk[wire.HEADER_BYTES : wire.stored_bytes(chunk, header)].toreadonly()
 
+    def _look(self) -> bool:
+        """Whether the next message is at the head: the chunk held unread, else the
+        ring's next (nothing consumed)."""
+        cursor = self._cursor
+        return self._held_unread() if cursor.holding else cursor.poll()
+
     def _held_unread(self) -> bool:
         """The cursor holds a chunk outside a run or a lent read: an interrupt cut the
         last dequeue right after its take (the message not consumed: read it again,

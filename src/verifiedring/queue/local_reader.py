@@ -31,6 +31,7 @@ from .handle import Handle, check_ipc, check_tag
 from .held_chunk import NOTHING, TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
+from .readiness import local_spin_until_readable
 from .writer_watch import watch_writer
 
 _decode_chunk = wire.decode_chunk  # bound once: the hot path pays no lookups
@@ -49,6 +50,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
     is_local_reader = True
     channel = "local"
+    spin_until_readable = local_spin_until_readable  # vLLM 0.34's short wait
     _resumable: ClassVar[frozenset[ReaderState]] = frozenset(
         (ReaderState.FRAME, ReaderState.RUN, ReaderState.OWED)
     )
@@ -272,11 +274,9 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         return StallLog(self._describe_ring_wait, self._log_interval())
 
     def _describe_ring_wait(self) -> str:
-        c = self._cursor
-        return (
-            f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
-            f"({c.flag_state()})"
-        )
+        c, alive = self._cursor, self._writer_lost() or "its process holds the ring"
+        return (f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
+                f"({c.flag_state()}) from {self._writer}, {alive}")
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
         c = self._cursor

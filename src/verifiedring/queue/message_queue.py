@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import zmq
@@ -270,6 +270,14 @@ class MessageQueue:
 
     def export_handle(self) -> Handle:
         raise self._wrong_role("export_handle()")
+
+    def readable(self) -> bool:
+        """vLLM 0.34's look, a reader's (:meth:`.QueueReader.readable`)."""
+        raise self._wrong_role("readable()")
+
+    def spin_until_readable(self, pending: Sized, deadline: float) -> None:
+        """vLLM 0.34's short wait, a reader's (:meth:`.QueueReader.spin_until_readable`)."""
+        raise self._wrong_role("spin_until_readable()")
 
     def shutdown(self) -> None:
         raise self._wrong_role("shutdown()")

@@ -11,6 +11,8 @@ shows as the unsubscription of its hello: :meth:`Peers.watch` raises
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from typing import Any
 
 import zmq
@@ -120,3 +122,36 @@ class Peers:
         """The reader of ``rank``, as errors name it."""
         hello = self.local.get(rank) or self.remote.get(rank)
         return str(hello) if hello is not None else f"reader rank {rank}"
+
+    def stall_name(self, rank: int) -> StallName:
+        """The reader of ``rank`` as a stall line names it: :meth:`name`, then whether its
+        process is alive, looked up each time the line is written."""
+        return StallName(self.name(rank), self.local.get(rank) or self.remote.get(rank))
+
+
+class StallName:
+    """A reader in a stall line: its name and, at each ``str()``, whether it lives."""
+
+    __slots__ = ("_hello", "_name")
+
+    def __init__(self, name: str, hello: Hello | None) -> None:
+        self._name = name
+        self._hello = hello
+
+    def __str__(self) -> str:
+        return f"{self._name}, {liveness(self._hello)}"
+
+
+def liveness(hello: Hello | None) -> str:
+    """Whether the process a hello names is alive, as far as this process can tell: its
+    pid on this host (a process in another PID namespace may not be seen), else only its
+    connection, which the writer watches (a closed one is a BrokenPeerError)."""
+    if hello is None or hello.host != socket.gethostname():
+        return "connected (its process is on another host)"
+    try:
+        os.kill(hello.pid, 0)
+    except ProcessLookupError:
+        return "connected, but no process has its pid here (another PID namespace?)"
+    except PermissionError:
+        pass  # it exists, owned by another user
+    return "its process is alive"

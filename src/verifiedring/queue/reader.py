@@ -193,6 +193,19 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         go on, as vLLM's (only ``cancel`` ends them)."""
         self.shutting_down = True
 
+    def readable(self) -> bool:
+        """vLLM 0.34's look, consuming nothing: whether a :meth:`dequeue` now returns or
+        raises without waiting (the next message is at the head, or this reader's state
+        ends the call at once). :class:`CancelledError` (a ``RuntimeError``, "cancelled")
+        once ``shutting_down``."""
+        if self.shutting_down:
+            raise CancelledError(f"{self._who()}: readable() cancelled: shutdown() was called")
+        return self._state is not _IDLE or self._look()
+
+    def _look(self) -> bool:
+        """Whether this role's next message is at the head (nothing consumed)."""
+        raise NotImplementedError
+
     def _cancelled(self) -> NoReturn:
         shut = self.shutting_down and (self._shutdown_cancels or self._told_shutdown())
         why = "shutdown() was called" if shut else "its cancel event was set"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sized
 from typing import Any
 
 import zmq
@@ -15,6 +16,7 @@ from .credit import ack_interval
 from .handle import Handle, check_tag, remote_part
 from .lifecycle import ReaderState
 from .reader import QueueReader
+from .readiness import remote_poll_ms
 from .sockets import ack_push, pending_frames
 from .wire import ack_message
 
@@ -94,6 +96,16 @@ class RemoteReader(QueueReader):
         finally:
             if obs is not None:
                 obs.end(self._actor, REMOTE_RECV_FRAME, seq, got)
+
+    def _look(self) -> bool:
+        return bool(self._sock.poll(timeout=0))
+
+    def spin_until_readable(self, pending: Sized, deadline: float) -> None:
+        """vLLM 0.34's short wait on a remote reader: unless ``pending`` is non-empty,
+        one poll of its socket for the remote poll wait (vLLM's ``REMOTE_POLL_WAIT_MS``),
+        never past ``deadline``; the caller re-checks :meth:`readable`."""
+        if len(pending) == 0:
+            self._sock.poll(timeout=remote_poll_ms(deadline))
 
     def _end_of_stream(self, kind: int, total: int, frames: list[zmq.Frame]) -> Exception:
         """SHUTDOWN or BROKEN, the writer's last frame: what this dequeue raises."""

@@ -176,7 +176,7 @@ class LocalTransmitter:
         """Give the claimed chunk back unpublished (``WriterAbort``: nothing is sent)."""
         self.cursor.abort()
 
-    def after_handshake(self, reader_names: list[str]) -> None:
+    def after_handshake(self, reader_names: list[object]) -> None:
         """Every reader attached: no name is needed any more, so no crash leaves one."""
         self.ring.unlink()
         if self.arena is not None:

@@ -185,7 +185,7 @@ class WriterBase(MessageQueue):
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_HANDSHAKE, -1)
         if self._local is not None:
-            self._local.after_handshake([peers.name(r) for r in self.local_reader_ranks])
+            self._local.after_handshake([peers.stall_name(r) for r in self.local_reader_ranks])
         if self._remote is not None:
             self._remote.credit.start(set(peers.remote))
         self._state = WriterState.CHUNK
