@@ -61,3 +61,26 @@ def signal_at_entry(code: CodeType) -> list[int]:
 
     sys.setprofile(hook)
     return sent
+
+
+def signal_at_c_call(caller: CodeType, name: str, after: str | None = None) -> list[int]:
+    """:func:`signal_at_entry` for a C call: from now on, SIGUSR1 is sent as ``caller``
+    first calls the builtin or C method ``name`` (after its call of ``after``, if
+    given); its handler's exception lands there (the handler runs at the hook's own
+    check, before the C function runs)."""
+    sent: list[int] = []
+    passed = [after is None]
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        if event != "c_call" or frame.f_code is not caller or sent:
+            return
+        called = getattr(arg, "__name__", None)
+        if called == after:
+            passed[0] = True
+        elif called == name and passed[0]:
+            sent.append(1)
+            sys.setprofile(None)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    sys.setprofile(hook)
+    return sent

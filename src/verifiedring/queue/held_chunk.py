@@ -9,15 +9,13 @@ is what the reader does with it then (see ``tests/test_take_interrupts.py``).
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import wire
 
 if TYPE_CHECKING:
     from ..cursors import ReaderCursor
     from .flavors.run.reader import RunReader
-
-NOTHING: Any = object()  # no object was decoded
 
 
 class TakenChunk:
@@ -29,8 +27,6 @@ class TakenChunk:
         _lent: bool
         _seq: int
         _state: enum.Enum
-
-        def _owe_delivery(self, obj: Any) -> None: ...
 
     def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
         """acquire_read's one-chunk message: its chunk stays taken, read in place."""
@@ -48,16 +44,15 @@ class TakenChunk:
         self._cursor.release()
         return False
 
-    def _release_taken(self, got: Any) -> None:
+    def _release_taken(self) -> None:
         """Release the taken chunk. Interrupted at the release's entry (nothing done),
-        release it in the handler, so the writer does not stall on it; ``got``, the
-        object decoded (unless ``NOTHING``), is then owed to the next dequeue."""
+        release it in the handler, so the writer does not stall on it (the object
+        decoded is owed already: its decode recorded it). Cut at this call's own
+        entry, the chunk stays taken: :meth:`_held_unread` releases it next."""
         cursor = self._cursor
         try:
             cursor.release()
         except BaseException:
             if cursor.holding:
                 cursor.release()
-            if got is not NOTHING:
-                self._owe_delivery(got)
             raise

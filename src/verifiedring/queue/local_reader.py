@@ -29,7 +29,7 @@ from . import wire
 from .flavors.overflow import OverflowReader
 from .flavors.run.reader import RunReceiver
 from .handle import Handle, ring_tag
-from .held_chunk import NOTHING, TakenChunk
+from .held_chunk import TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
 from .writer_watch import watch_writer
@@ -43,6 +43,7 @@ _KIND_NAMES = {
 }
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT, wire.RAW)  # RAW: acquire_write's bytes
 _IDLE = ReaderState.IDLE
+_OWED = ReaderState.OWED
 
 
 class LocalReader(TakenChunk, OverflowReader, QueueReader):
@@ -115,7 +116,6 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             # spec: ReaderTakeChunk -- released once its message is consumed, also on a
             # raise; a run's FIRST chunk is held on by the run (ReaderReleaseRunChunk)
             chunk = cursor.held() if held else cursor.take()
-            delivered = False
             try:
                 header = _decode_chunk(chunk, expect)
                 if header is None:
@@ -128,14 +128,19 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     except BaseException as exc:
                         got = self._failed(seq, exc)
                         raise
-                    delivered = True
+                    # owed if cut from here on (stores only: no call); a lent chunk's view
+                    # too: the next acquire_read yields it, then releases the chunk
+                    delivery = self._delivery
+                    delivery.obj = got
+                    self._owed = delivery
+                    self._state = _OWED
                     return got
                 self._begin_large(chunk, header)
             finally:
                 # kept taken if cut before its message was consumed: read again next
                 if not run.active and not self._lent and (self._seq != expect or
                                                           self._state is not _IDLE):
-                    self._release_taken(got if delivered else NOTHING)
+                    self._release_taken()
                 on_read = self.on_read
                 if on_read is not None:
                     on_read()

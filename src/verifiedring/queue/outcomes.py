@@ -3,7 +3,9 @@
 * a message whose unpickling raised: its :class:`DecodeError`, naming this reader;
 * one an interrupt cut after it was consumed: the interrupt now, and at the next
   dequeue (state OWED) its :class:`DecodeError` (the unpickling was cut) or the
-  object (its chunk's release was), so no message is ever consumed unreported;
+  object (anything after its decode was: the decode site records it as owed with
+  plain stores, where CPython delivers nothing, and ``dequeue`` clears the record
+  the same way just before it returns), so no message is ever consumed unreported;
 * a sequence number or kind out of place: :class:`BrokenPeerError`, for good (the
   spec's ``rpc = "broken"``);
 * the writer's BROKEN: :class:`BrokenPeerError` with the writer's reason, for good
@@ -19,9 +21,12 @@ from ..errors import BrokenPeerError, DecodeError
 from . import wire
 from .lifecycle import ReaderState
 
+_IDLE = ReaderState.IDLE
+
 
 class Owed:
-    """A decoded object the next dequeue returns (an interrupt cut its delivery)."""
+    """A decoded object the next dequeue returns if an interrupt cuts its delivery (one
+    per reader, made at its start: recording it takes no call)."""
 
     __slots__ = ("obj",)
 
@@ -74,21 +79,20 @@ class ReaderOutcomes:
         self._state = ReaderState.OWED
         return owed
 
-    def _owe_delivery(self, obj: Any) -> None:
-        """An interrupt cut the delivery of a consumed, decoded message ``obj`` (at the
-        chunk's release): the next dequeue returns it (state OWED)."""
-        self._owed = Owed(obj)
-        self._state = ReaderState.OWED
-
     def _pay_owed(self) -> Any:
-        """What an interrupt cut: the object (:meth:`_owe_delivery`), or the DecodeError
-        of a message whose unpickling it cut (:meth:`_failed`), raised."""
+        """What an interrupt cut: the decoded object (recorded at its decode), or the
+        DecodeError of a message whose unpickling it cut (:meth:`_failed`), raised. No
+        call between the record's clear and the return or raise: a second interrupt
+        lands before it (still owed) or after it (paid)."""
         owed = self._owed
-        self._owed = None
-        self._state = ReaderState.IDLE
         assert owed is not None
-        if isinstance(owed, Owed):
-            return owed.obj
+        if isinstance(owed, Owed):  # a call: before the clear, so a cut there leaves it owed
+            obj = owed.obj
+            self._owed = None
+            self._state = _IDLE
+            return obj
+        self._owed = None
+        self._state = _IDLE
         raise owed
 
     def _named(self, exc: DecodeError) -> DecodeError:

@@ -72,6 +72,8 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         self._shutdown_total: int | None = None
         # Invariant: what the next dequeue returns or raises is owed iff _state is OWED.
         self._owed: DecodeError | Owed | None = None
+        #: The record a decode site fills (``_owed`` = it, state OWED) with plain stores.
+        self._delivery = Owed(None)
         # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
         self._broke: tuple[int, str] | None = None
         self._handle = handle
@@ -117,11 +119,16 @@ class QueueReader(ReaderOutcomes, MessageQueue):
                 deadline, poll = FOREVER, False
             else:
                 deadline, poll = _after(timeout), timeout == 0
-            if state is _IDLE:
-                return self._dequeue(deadline, poll)
             if state is ReaderState.OWED:
                 return self._pay_owed()
-            return self._unfinished(deadline, poll)
+            if state is _IDLE:
+                got = self._dequeue(deadline, poll)
+            else:
+                got = self._unfinished(deadline, poll)
+            # delivered: the record its decode made is spent (plain stores, then return)
+            self._owed = None
+            self._state = _IDLE
+            return got
         finally:
             self._busy = False
 

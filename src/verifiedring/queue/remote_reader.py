@@ -13,6 +13,7 @@ from ..waiting import Deadline
 from . import wire
 from .credit import ack_interval
 from .handle import Handle
+from .lifecycle import ReaderState
 from .reader import QueueReader
 from .sockets import ack_push, pending_frames
 from .wire import ack_message
@@ -24,6 +25,9 @@ def _queued(sock: zmq.Socket[Any]) -> bool:
     """Whether a frame is queued on ``sock`` for this process (no wait, no receive)."""
     events = sock.getsockopt(zmq.EVENTS)
     return isinstance(events, int) and bool(events & zmq.POLLIN)
+
+
+_OWED = ReaderState.OWED
 
 
 class RemoteReader(QueueReader):
@@ -94,6 +98,10 @@ class RemoteReader(QueueReader):
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
+            delivery = self._delivery  # owed if cut from here on (stores only: no call)
+            delivery.obj = got
+            self._owed = delivery
+            self._state = _OWED
             return got
         finally:
             if obs is not None:

@@ -46,10 +46,14 @@ from ...steps import (
 from ...waiting import Deadline
 from .. import wire
 from ..lifecycle import ReaderState
+from ..outcomes import Owed
 from ..sockets import LocalEndpoint, pending_frames, send_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
 SLICE = 0.2
+
+
+_OWED = ReaderState.OWED
 
 
 class FrameSender:
@@ -134,6 +138,10 @@ class OverflowReader:
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
+            delivery = self._delivery  # owed if cut from here on (stores only: no call)
+            delivery.obj = got
+            self._owed = delivery
+            self._state = _OWED
             return got
         finally:
             if obs is not None:
@@ -251,6 +259,8 @@ class OverflowReader:
         raise err
 
     if TYPE_CHECKING:  # what the reader provides (QueueReader)
+        _delivery: Owed
+        _owed: DecodeError | Owed | None
 
         def _recv(
             self, sock: zmq.Socket[Any], deadline: Deadline, what: str

@@ -1,0 +1,118 @@
+"""A real signal (SIGUSR1, whose handler raises) in the windows issue 30's table lists,
+each found by the enumeration (``tests/interrupts``); each test failed before its fix.
+
+* the writer cut at the entry of its commit of a claimed chunk: it kept holding the
+  chunk and every later enqueue raised MisuseError "already holds chunk";
+* the tensor pickler's cleanup cut before its parts were emptied: the next message
+  carried the cut one's bytes (m1 delivered for m2);
+* a local reader cut at the entry of the release of a chunk it had taken and decoded:
+  the message was consumed and never returned nor reported;
+* a second interrupt in the dequeue that pays an owed DecodeError: it was dropped.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from types import CodeType
+from typing import Any
+
+import pytest
+from support.signals import (  # noqa: F401 (a fixture)
+    Interrupt,
+    signal_at_c_call,
+    signal_at_entry,
+    sigusr1,
+)
+
+from verifiedring import DecodeError, MessageQueue
+from verifiedring.queue import wire
+from verifiedring.queue.held_chunk import TakenChunk
+from verifiedring.queue.outcomes import ReaderOutcomes
+from verifiedring.queue.serialization import Serializer
+from verifiedring.queue.transmitters import LocalTransmitter
+
+T = 10.0
+
+
+@pytest.fixture
+def queue() -> Iterator[tuple[MessageQueue, MessageQueue]]:
+    """A writer and its one local reader (1 KiB chunks, 4 of them)."""
+    w = MessageQueue(1, 1, [0], max_chunk_bytes=1024, max_chunks=4)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    yield w, r
+    r.close()
+    w.close()
+
+
+def _interrupted(call: Any, sent: list[int]) -> None:
+    try:
+        with pytest.raises(Interrupt):
+            call()
+    finally:
+        sys.setprofile(None)
+    assert sent == [1], "the signal was not sent: the place was not reached"
+
+
+def _cut_at_entry(call: Any, code: CodeType) -> None:
+    _interrupted(call, signal_at_entry(code))
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_writer_cut_at_its_commit_entry_sends_nothing_and_goes_on(
+    queue: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = queue
+    w.enqueue("m0", timeout=T)
+    _cut_at_entry(lambda: w.enqueue("m1", timeout=T), LocalTransmitter.commit.__code__)
+    w.enqueue("m2", timeout=T)
+    w.enqueue("m3", timeout=T)
+    assert [r.dequeue(timeout=T) for _ in range(3)] == ["m0", "m2", "m3"]
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_pickler_cleanup_cut_leaves_no_bytes_in_the_next_message(
+    queue: tuple[MessageQueue, MessageQueue]
+) -> None:
+    pytest.importorskip("torch")  # the reused tensor pickler: the path with kept parts
+    w, r = queue
+    w.enqueue("m0", timeout=T)
+    _interrupted(lambda: w.enqueue("m1", timeout=T),
+                 signal_at_c_call(Serializer.dumps.__code__, "clear_memo", after="dump"))
+    w.enqueue("m2", timeout=T)
+    w.enqueue("m3", timeout=T)
+    # cut in its pickling: m1 was not sent, and m2 carries its own bytes (not m1's)
+    assert [r.dequeue(timeout=T) for _ in range(3)] == ["m0", "m2", "m3"]
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_reader_cut_at_its_release_entry_returns_the_decoded_message_next(
+    queue: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = queue
+    for m in ("m0", "m1", "m2", "m3"):
+        w.enqueue(m, timeout=T)
+    assert r.dequeue(timeout=T) == "m0"
+    _cut_at_entry(lambda: r.dequeue(timeout=T), TakenChunk._release_taken.__code__)
+    assert [r.dequeue(timeout=T) for _ in range(3)] == ["m1", "m2", "m3"]
+    w.enqueue("m4", timeout=T)  # every chunk was released: the writer does not stall
+    assert r.dequeue(timeout=T) == "m4"
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_second_interrupt_while_paying_an_owed_decode_error_keeps_it_owed(
+    queue: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = queue
+    for m in ("m0", "m1", "m2"):
+        w.enqueue(m, timeout=T)
+    assert r.dequeue(timeout=T) == "m0"
+    _cut_at_entry(lambda: r.dequeue(timeout=T), wire.load_inline.__code__)  # m1's unpickling
+    _interrupted(lambda: r.dequeue(timeout=T),
+                 signal_at_c_call(ReaderOutcomes._pay_owed.__code__, "isinstance"))
+    with pytest.raises(DecodeError) as owed:
+        r.dequeue(timeout=T)
+    assert owed.value.seq == 1
+    assert r.dequeue(timeout=T) == "m2"
