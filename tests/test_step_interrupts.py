@@ -7,7 +7,10 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
   carried the cut one's bytes (m1 delivered for m2);
 * a local reader cut at the entry of the release of a chunk it had taken and decoded:
   the message was consumed and never returned nor reported;
-* a second interrupt in the dequeue that pays an owed DecodeError: it was dropped.
+* a second interrupt in the dequeue that pays an owed DecodeError: it was dropped;
+* a frame taken off the ZeroMQ socket, cut before it was consumed (a remote reader's,
+  a local overflow frame): the reader broke for good on the next sequence number; now
+  that message is reported as its DecodeError and the next ones delivered.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from support.signals import (  # noqa: F401 (a fixture)
 
 from verifiedring import DecodeError, MessageQueue
 from verifiedring.queue import wire
+from verifiedring.queue.flavors.overflow import OverflowReader
 from verifiedring.queue.held_chunk import TakenChunk
 from verifiedring.queue.outcomes import ReaderOutcomes
+from verifiedring.queue.reader import QueueReader
 from verifiedring.queue.serialization import Serializer
 from verifiedring.queue.transmitters import LocalTransmitter
 
@@ -116,3 +121,30 @@ def test_a_second_interrupt_while_paying_an_owed_decode_error_keeps_it_owed(
         r.dequeue(timeout=T)
     assert owed.value.seq == 1
     assert r.dequeue(timeout=T) == "m2"
+
+
+@pytest.mark.usefixtures("sigusr1")
+@pytest.mark.parametrize("channel", ["remote", "overflow"])
+def test_a_frame_cut_after_its_receive_is_reported_and_the_next_delivered(channel: str) -> None:
+    remote = channel == "remote"
+    w = MessageQueue(1, 0 if remote else 1, None if remote else [0], max_chunk_bytes=1024,
+                     max_chunks=4, connect_ip="127.0.0.1" if remote else None)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    try:
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        big = [m.encode() + bytes(4000) for m in ("m0", "m1", "m2", "m3")]  # frames
+        for m in big:
+            w.enqueue(m, timeout=T)
+        assert r.dequeue(timeout=T)[:2] == b"m0"
+        # right after the receive returned the frame: remote, at its header's parse;
+        # overflow, at the BROKEN check of the frame taken for the pending marker
+        cut = QueueReader._parse_header if remote else OverflowReader._note_broken
+        _cut_at_entry(lambda: r.dequeue(timeout=T), cut.__code__)
+        with pytest.raises(DecodeError) as lost:
+            r.dequeue(timeout=T)
+        assert lost.value.seq == 1
+        assert [r.dequeue(timeout=T)[:2] for _ in range(2)] == [b"m2", b"m3"]
+    finally:
+        r.close()
+        w.close()

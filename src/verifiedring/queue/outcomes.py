@@ -22,6 +22,7 @@ from . import wire
 from .lifecycle import ReaderState
 
 _IDLE = ReaderState.IDLE
+_FRAME_KINDS = (wire.OVERFLOW, wire.RUN_ABORT)  # a message's frame (ABORT: in a run's place)
 
 
 class Owed:
@@ -43,6 +44,8 @@ class ReaderOutcomes:
         _owed: DecodeError | Owed | None
         _broke: tuple[int, str] | None
         _writer: str
+        _receiving: bool
+        _cut_receives: int
 
         def _who(self) -> str: ...
 
@@ -94,6 +97,29 @@ class ReaderOutcomes:
         self._owed = None
         self._state = _IDLE
         raise owed
+
+    def _mark_receive(self) -> None:
+        """Before a frame is taken off a socket: a mark still set is a receive that an
+        interrupt cut between the take and the frame's keeping (it may have lost it)."""
+        if self._receiving:
+            self._cut_receives += 1
+        self._receiving = True
+
+    def _lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None:
+        """The frame of message ``seq`` came where ``expected``'s was due: if cut receives
+        account for the gap (frames arrive in order), ``expected``'s frame was taken and
+        lost, and this is its DecodeError (the message consumed: :attr:`_seq` moves
+        past it); else ``None``, the frame is out of place."""
+        cut = self._cut_receives
+        if kind not in _FRAME_KINDS or not expected < seq <= expected + cut:
+            return None
+        err = self._named(DecodeError(expected, RuntimeError(
+            "an interrupt cut the receive that took its frame off the socket"
+        )))
+        self._cut_receives = cut - 1
+        self._receiving = False
+        self._seq = expected + 1
+        return err
 
     def _named(self, exc: DecodeError) -> DecodeError:
         exc.receiver = self._who()

@@ -76,6 +76,11 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         self._delivery = Owed(None)
         # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
         self._broke: tuple[int, str] | None = None
+        # A frame's receive is marked before it and unmarked once the frame is kept
+        # (consumed or stashed); a mark found still set counts one receive an interrupt
+        # cut, which may have taken a frame off the socket and lost it.
+        self._receiving = False
+        self._cut_receives = 0
         self._handle = handle
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
@@ -194,7 +199,11 @@ class QueueReader(ReaderOutcomes, MessageQueue):
                                     f"{what} from {self._writer}")
 
         log = StallLog(describe, self._log_interval())
-        return recv_frames(sock, deadline, log, timed_out, self._watch)
+        try:
+            return recv_frames(sock, deadline, log, timed_out, self._watch)
+        except (RingTimeoutError, CancelledError, BrokenPeerError):
+            self._receiving = False  # the wait ended it: no frame was taken
+            raise
 
     def _watch(self) -> None:
         """While this reader waits: raise :class:`CancelledError` if woken, or

@@ -49,6 +49,8 @@ class RemoteReader(QueueReader):
         self._acks_sent = 0
         self._disconnected = False  # a disconnect after READY: the writer is gone for good
         self._down = False  # the connection is closed now (it has been open before)
+        #: A later message's frame that came where a frame lost to a cut receive was due.
+        self._early: list[zmq.Frame] | None = None
         self._sock = self._subscribe(handle.remote_subscribe_addr, handle.remote_window, curve)
         try:
             self._monitor = self._sock.get_monitor_socket(
@@ -63,8 +65,18 @@ class RemoteReader(QueueReader):
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
 
+    def _next_frames(self, deadline: Deadline) -> list[zmq.Frame]:
+        """The next message's frames: one kept early, else off the socket (the receive
+        marked, until the frame is consumed)."""
+        self._mark_receive()
+        frames = self._early
+        if frames is not None:
+            self._early = None
+            return frames
+        return self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
+
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
-        frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
+        frames = self._next_frames(deadline)
         header = self._parse_header(frames[0])
         kind, seq = header[0], header[1]
         obs = self._observer
@@ -80,8 +92,14 @@ class RemoteReader(QueueReader):
             if aborted:
                 kind = wire.OVERFLOW
             if kind != wire.OVERFLOW or seq != self._seq:
+                self._early = frames  # kept: the next dequeue's, if a lost one came before
+                lost = self._lost_frame(header[0], seq, self._seq)
+                if lost is not None:
+                    raise lost
+                self._early = None
                 raise self._out_of_order("remote socket", header[0], seq)
             self._seq = count = seq + 1
+            self._receiving = False
             try:  # consumed: from here an interrupt is owed as its DecodeError
                 # at every multiple of the interval (so at least floor(count / interval)
                 # * interval are acknowledged, whatever idle acks came between), and
