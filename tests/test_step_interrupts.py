@@ -8,6 +8,8 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
 * a local reader cut at the entry of the release of a chunk it had taken and decoded:
   the message was consumed and never returned nor reported;
 * a second interrupt in the dequeue that pays an owed DecodeError: it was dropped;
+* acquire_read cut as it made the lent view: the chunk stayed lent, the owed
+  DecodeError came, and every later call raised MisuseError "already holds chunk";
 * a frame taken off the ZeroMQ socket, cut before it was consumed (a remote reader's,
   a local overflow frame): the reader broke for good on the next sequence number; now
   that message is reported as its DecodeError and the next ones delivered.
@@ -148,3 +150,24 @@ def test_a_frame_cut_after_its_receive_is_reported_and_the_next_delivered(channe
     finally:
         r.close()
         w.close()
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_an_acquire_read_cut_making_its_view_reports_the_message_and_goes_on(
+    queue: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = queue
+    for m in (b"m0", b"m1", b"m2"):
+        with w.acquire_write(T) as buf:
+            buf[:2] = m
+
+    def read() -> bytes:
+        with r.acquire_read(T) as buf:
+            return bytes(buf[:2])
+
+    assert read() == b"m0"
+    _interrupted(read, signal_at_c_call(TakenChunk._lend.__code__, "toreadonly"))
+    with pytest.raises(DecodeError) as cut:
+        read()
+    assert cut.value.seq == 1
+    assert read() == b"m2"

@@ -29,9 +29,11 @@ class TakenChunk:
         _state: enum.Enum
 
     def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
-        """acquire_read's one-chunk message: its chunk stays taken, read in place."""
+        """acquire_read's one-chunk message: its chunk stays taken, read in place (lent
+        once the view is made: a cut before leaves it an unlent, consumed chunk)."""
+        view = chunk[wire.HEADER_BYTES :].toreadonly()
         self._lent = True
-        return chunk[wire.HEADER_BYTES :].toreadonly()
+        return view
 
     def _held_unread(self) -> bool:
         """The cursor holds a chunk outside a run or a lent read: an interrupt cut the
