@@ -10,6 +10,12 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
 * a second interrupt in the dequeue that pays an owed DecodeError: it was dropped;
 * acquire_read cut as it made the lent view: the chunk stayed lent, the owed
   DecodeError came, and every later call raised MisuseError "already holds chunk";
+* the writer cut while the first chunk of a streamed run was filled: an ABORT with
+  part 0 went where a message starts and every reader broke for good (now the run is
+  withdrawn: nothing of it was sent);
+* the run writer cut in its bookkeeping after a publish (the part count, the run's
+  end): the next call's ABORT repeated a part or followed the LAST (now it catches up
+  first: the run moves past the chunk that is out, or is over);
 * a frame taken off the ZeroMQ socket, cut before it was consumed (a remote reader's,
   a local overflow frame): the reader broke for good on the next sequence number; now
   that message is reported as its DecodeError and the next ones delivered.
@@ -30,9 +36,10 @@ from support.signals import (  # noqa: F401 (a fixture)
     sigusr1,
 )
 
-from verifiedring import DecodeError, MessageQueue
+from verifiedring import DecodeError, MessageAbortedError, MessageQueue
 from verifiedring.queue import wire
 from verifiedring.queue.flavors.overflow import OverflowReader
+from verifiedring.queue.flavors.run.writer import RunWriter
 from verifiedring.queue.held_chunk import TakenChunk
 from verifiedring.queue.outcomes import ReaderOutcomes
 from verifiedring.queue.reader import QueueReader
@@ -171,3 +178,37 @@ def test_an_acquire_read_cut_making_its_view_reports_the_message_and_goes_on(
         read()
     assert cut.value.seq == 1
     assert read() == b"m2"
+
+
+def _streamed(r: MessageQueue) -> Any:
+    try:
+        got = r.dequeue(timeout=T)
+    except MessageAbortedError as e:
+        return ("aborted", e.seq)
+    return got[:2]
+
+
+@pytest.mark.usefixtures("sigusr1")
+@pytest.mark.parametrize(("where", "then"), [
+    ("write_head", [b"m2", b"m3"]),  # part 0 being filled: withdrawn, nothing sent
+    ("_passed", [("aborted", 1), b"m2", b"m3"]),  # right after FIRST: aborted next call
+    ("_end", [b"m1", b"m2", b"m3"]),  # right after LAST: it is sent
+])
+def test_a_run_writer_cut_in_a_step_leaves_every_reader_a_clean_stream(
+    where: str, then: list[Any]
+) -> None:
+    w = MessageQueue(1, 1, [0], max_chunk_bytes=4096, max_chunks=16, large_objects="stream")
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    try:
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        big = {m: m.encode() + bytes(10_000) for m in ("m0", "m1", "m2", "m3")}  # runs
+        w.enqueue(big["m0"], timeout=T)
+        _cut_at_entry(lambda: w.enqueue(big["m1"], timeout=T),
+                      getattr(RunWriter, where).__code__)
+        w.enqueue(big["m2"], timeout=T)
+        w.enqueue(big["m3"], timeout=T)
+        assert [_streamed(r) for _ in range(1 + len(then))] == [b"m0", *then]
+    finally:
+        r.close()
+        w.close()

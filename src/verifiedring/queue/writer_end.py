@@ -32,8 +32,17 @@ class WriterEnd(WriterBase):
 
     def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
         """End the unfinished run with ABORT (remote readers get an ABORT frame):
-        its sequence number is used up. A timeout leaves the abort due."""
+        its sequence number is used up. A timeout leaves the abort due. A run cut
+        before its first publish is withdrawn instead (nothing sent, the number
+        unused); one whose LAST was out (only its bookkeeping cut) is sent."""
         seq = run.seq
+        run.settle()
+        if not run.active and self._remote is None:  # its LAST was out: the message is sent
+            self._seq = seq + 1
+            return
+        if run.part == 0:
+            run.withdraw()
+            return
         try:
             run.abort(reason, deadline)
         except BaseException as exc:
