@@ -16,6 +16,10 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
 * the run writer cut in its bookkeeping after a publish (the part count, the run's
   end): the next call's ABORT repeated a part or followed the LAST (now it catches up
   first: the run moves past the chunk that is out, or is over);
+* a local reader cut as it starts or loads a run: it broke for good, or held the
+  FIRST chunk (MisuseError "already holds chunk" on every call); now the run counts as
+  cut from before its sequence number moves, and the next dequeue skips its rest and
+  reports it;
 * a frame taken off the ZeroMQ socket, cut before it was consumed (a remote reader's,
   a local overflow frame): the reader broke for good on the next sequence number; now
   that message is reported as its DecodeError and the next ones delivered.
@@ -39,8 +43,10 @@ from support.signals import (  # noqa: F401 (a fixture)
 from verifiedring import DecodeError, MessageAbortedError, MessageQueue
 from verifiedring.queue import wire
 from verifiedring.queue.flavors.overflow import OverflowReader
+from verifiedring.queue.flavors.run.reader import RunReader, RunReceiver
 from verifiedring.queue.flavors.run.writer import RunWriter
 from verifiedring.queue.held_chunk import TakenChunk
+from verifiedring.queue.local_reader import LocalReader
 from verifiedring.queue.outcomes import ReaderOutcomes
 from verifiedring.queue.reader import QueueReader
 from verifiedring.queue.serialization import Serializer
@@ -185,7 +191,24 @@ def _streamed(r: MessageQueue) -> Any:
         got = r.dequeue(timeout=T)
     except MessageAbortedError as e:
         return ("aborted", e.seq)
+    except DecodeError as e:
+        return ("reported", e.seq)
     return got[:2]
+
+
+@pytest.fixture
+def streams() -> Iterator[tuple[MessageQueue, MessageQueue]]:
+    """A writer and its local reader, large objects streamed (4 KiB chunks, 16)."""
+    w = MessageQueue(1, 1, [0], max_chunk_bytes=4096, max_chunks=16, large_objects="stream")
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    yield w, r
+    r.close()
+    w.close()
+
+
+BIG = {m: m.encode() + bytes(10_000) for m in ("m0", "m1", "m2", "m3")}  # runs of 3 chunks
 
 
 @pytest.mark.usefixtures("sigusr1")
@@ -195,20 +218,26 @@ def _streamed(r: MessageQueue) -> Any:
     ("_end", [b"m1", b"m2", b"m3"]),  # right after LAST: it is sent
 ])
 def test_a_run_writer_cut_in_a_step_leaves_every_reader_a_clean_stream(
-    where: str, then: list[Any]
+    streams: tuple[MessageQueue, MessageQueue], where: str, then: list[Any]
 ) -> None:
-    w = MessageQueue(1, 1, [0], max_chunk_bytes=4096, max_chunks=16, large_objects="stream")
-    r = MessageQueue.create_from_handle(w.export_handle(), 0)
-    try:
-        w.wait_until_ready(T)
-        r.wait_until_ready(T)
-        big = {m: m.encode() + bytes(10_000) for m in ("m0", "m1", "m2", "m3")}  # runs
-        w.enqueue(big["m0"], timeout=T)
-        _cut_at_entry(lambda: w.enqueue(big["m1"], timeout=T),
-                      getattr(RunWriter, where).__code__)
-        w.enqueue(big["m2"], timeout=T)
-        w.enqueue(big["m3"], timeout=T)
-        assert [_streamed(r) for _ in range(1 + len(then))] == [b"m0", *then]
-    finally:
-        r.close()
-        w.close()
+    w, r = streams
+    w.enqueue(BIG["m0"], timeout=T)
+    _cut_at_entry(lambda: w.enqueue(BIG["m1"], timeout=T), getattr(RunWriter, where).__code__)
+    w.enqueue(BIG["m2"], timeout=T)
+    w.enqueue(BIG["m3"], timeout=T)
+    assert [_streamed(r) for _ in range(1 + len(then))] == [b"m0", *then]
+
+
+@pytest.mark.usefixtures("sigusr1")
+@pytest.mark.parametrize("code", [
+    RunReader.begin.__code__, LocalReader._load_run.__code__, RunReceiver.load.__code__,
+], ids=["begin", "_load_run", "load"])
+def test_a_reader_cut_as_it_starts_a_run_reports_it_and_reads_on(
+    streams: tuple[MessageQueue, MessageQueue], code: CodeType
+) -> None:
+    w, r = streams
+    for m in ("m0", "m1", "m2", "m3"):
+        w.enqueue(BIG[m], timeout=T)
+    assert _streamed(r) == b"m0"
+    _cut_at_entry(lambda: r.dequeue(timeout=T), code)
+    assert [_streamed(r) for _ in range(3)] == [("reported", 1), b"m2", b"m3"]

@@ -27,7 +27,7 @@ from ..steps import READER_TAKE_CHUNK, QueueObserver
 from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .flavors.overflow import OverflowReader
-from .flavors.run.reader import RunReceiver
+from .flavors.run.reader import NOT_DECODED, RunReceiver
 from .handle import Handle, ring_tag
 from .held_chunk import TakenChunk
 from .lifecycle import ReaderState
@@ -44,6 +44,8 @@ _KIND_NAMES = {
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT, wire.RAW)  # RAW: acquire_write's bytes
 _IDLE = ReaderState.IDLE
 _OWED = ReaderState.OWED
+_RUN = ReaderState.RUN
+_CUT_AS_BEGUN = "cut as its run began"
 
 
 class LocalReader(TakenChunk, OverflowReader, QueueReader):
@@ -156,6 +158,10 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         frame is awaited)."""
         kind, seq = header[0], header[1]
         if kind == wire.RUN_FIRST:
+            # the run counts as cut until its load ends (stores only: no call before the
+            # sequence number moves): the next dequeue skips its rest and reports it
+            self._runs.interrupted = (seq, _CUT_AS_BEGUN)
+            self._state = _RUN
             self._seq = seq + 1  # consumed before it is decoded
             self._run.begin(seq, chunk, header[2])
         else:
@@ -217,11 +223,23 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
     # --- runs -------------------------------------------------------------------------
 
     def _load_run(self) -> Any:
+        runs = self._runs
+        runs.decoded = NOT_DECODED
         try:
-            return self._runs.load()
+            return runs.load()
         finally:
-            if self._runs.interrupted is not None and self._state is ReaderState.IDLE:
-                self._state = ReaderState.RUN  # the next dequeue skips the rest
+            # the run is over (else the next dequeue skips its rest): its object, if
+            # decoded, is owed until dequeue returns it (stores only: no call)
+            if runs.interrupted is None and self._state is _RUN:
+                got = runs.decoded
+                runs.decoded = NOT_DECODED
+                if got is NOT_DECODED:
+                    self._state = _IDLE
+                else:
+                    delivery = self._delivery
+                    delivery.obj = got
+                    self._owed = delivery
+                    self._state = _OWED
 
     def _finish_interrupted_run(self) -> None:
         """Skip the rest of the run a dequeue left mid-way and raise DecodeError for
