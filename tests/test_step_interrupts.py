@@ -20,6 +20,10 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
   FIRST chunk (MisuseError "already holds chunk" on every call); now the run counts as
   cut from before its sequence number moves, and the next dequeue skips its rest and
   reports it;
+* the writer cut inside its telling of BROKEN: no reader was told (a survivor timed
+  out); now the BROKEN is owed and the writer's next call (a refusal) sends it;
+* close() cut before its SHUTDOWN went out: the readers learned only that the writer
+  was gone (BrokenPeerError); now the sockets' close sends the SHUTDOWN owed first;
 * a frame taken off the ZeroMQ socket, cut before it was consumed (a remote reader's,
   a local overflow frame): the reader broke for good on the next sequence number; now
   that message is reported as its DecodeError and the next ones delivered.
@@ -40,7 +44,13 @@ from support.signals import (  # noqa: F401 (a fixture)
     sigusr1,
 )
 
-from verifiedring import DecodeError, MessageAbortedError, MessageQueue
+from verifiedring import (
+    BrokenPeerError,
+    ClosedError,
+    DecodeError,
+    MessageAbortedError,
+    MessageQueue,
+)
 from verifiedring.queue import wire
 from verifiedring.queue.flavors.overflow import OverflowReader
 from verifiedring.queue.flavors.run.reader import RunReader, RunReceiver
@@ -51,6 +61,8 @@ from verifiedring.queue.outcomes import ReaderOutcomes
 from verifiedring.queue.reader import QueueReader
 from verifiedring.queue.serialization import Serializer
 from verifiedring.queue.transmitters import LocalTransmitter
+from verifiedring.queue.writer_base import WriterBase
+from verifiedring.queue.writer_end import WriterEnd
 
 T = 10.0
 
@@ -241,3 +253,31 @@ def test_a_reader_cut_as_it_starts_a_run_reports_it_and_reads_on(
     assert _streamed(r) == b"m0"
     _cut_at_entry(lambda: r.dequeue(timeout=T), code)
     assert [_streamed(r) for _ in range(3)] == [("reported", 1), b"m2", b"m3"]
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_writer_cut_telling_broken_tells_it_at_its_next_call(
+    queue: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = queue
+    w.enqueue("m0", timeout=T)
+    # the break a failed or cut send makes, cut at its telling's entry
+    _cut_at_entry(lambda: w._break("a send failed"),  # type: ignore[attr-defined]
+                  WriterBase._tell_broken.__code__)
+    with pytest.raises(BrokenPeerError):
+        w.enqueue("m1", timeout=T)
+    assert r.dequeue(timeout=T) == "m0"
+    with pytest.raises(BrokenPeerError, match="a send failed"):
+        r.dequeue(timeout=T)
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_close_cut_before_its_shutdown_still_tells_the_readers_the_end(
+    queue: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = queue
+    w.enqueue("m0", timeout=T)
+    _cut_at_entry(w.close, WriterEnd._tell_readers.__code__)
+    assert r.dequeue(timeout=T) == "m0"
+    with pytest.raises(ClosedError):
+        r.dequeue(timeout=T)

@@ -125,6 +125,7 @@ class WriterEnd(WriterBase):
             obs.begin(WRITER_ACTOR)
         # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
         self._send_control([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
+        self._shutdown_owed = False
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
         self._wake_local_readers()
