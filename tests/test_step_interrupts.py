@@ -24,6 +24,9 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
   out); now the BROKEN is owed and the writer's next call (a refusal) sends it;
 * close() cut before its SHUTDOWN went out: the readers learned only that the writer
   was gone (BrokenPeerError); now the sockets' close sends the SHUTDOWN owed first;
+* a second interrupt in the next call: in the dequeue that skips a cut run's rest, as
+  it made the run's DecodeError (the report was dropped); in the writer's next call,
+  right after its due ABORT went out (a second ABORT followed it);
 * a frame taken off the ZeroMQ socket, cut before it was consumed (a remote reader's,
   a local overflow frame): the reader broke for good on the next sequence number; now
   that message is reported as its DecodeError and the next ones delivered.
@@ -281,3 +284,29 @@ def test_a_close_cut_before_its_shutdown_still_tells_the_readers_the_end(
     assert r.dequeue(timeout=T) == "m0"
     with pytest.raises(ClosedError):
         r.dequeue(timeout=T)
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_second_interrupt_as_a_cut_run_is_reported_keeps_the_report_owed(
+    streams: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = streams
+    for m in ("m0", "m1", "m2", "m3"):
+        w.enqueue(BIG[m], timeout=T)
+    assert _streamed(r) == b"m0"
+    _cut_at_entry(lambda: r.dequeue(timeout=T), RunReceiver.load.__code__)
+    # the next dequeue skips the run's rest, then makes its report (the 2nd DecodeError)
+    _interrupted(lambda: r.dequeue(timeout=T), signal_at_entry(DecodeError.__init__.__code__, 2))
+    assert [_streamed(r) for _ in range(3)] == [("reported", 1), b"m2", b"m3"]
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_second_interrupt_right_after_a_due_abort_sends_no_second_abort(
+    streams: tuple[MessageQueue, MessageQueue]
+) -> None:
+    w, r = streams
+    w.enqueue(BIG["m0"], timeout=T)
+    _cut_at_entry(lambda: w.enqueue(BIG["m1"], timeout=T), RunWriter._passed.__code__)
+    _cut_at_entry(lambda: w.enqueue(BIG["m2"], timeout=T), RunWriter._end.__code__)
+    w.enqueue(BIG["m3"], timeout=T)
+    assert [_streamed(r) for _ in range(3)] == [b"m0", ("aborted", 1), b"m3"]

@@ -60,6 +60,8 @@ class Hook:
     target: Point | None = None
     seen: list[Point] = field(default_factory=list)
     hit: bool = False
+    #: The hook of the cut end's next call (a second interrupt there), if any.
+    second: Hook | None = None
     _counts: Counter[Site] = field(default_factory=Counter)
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:

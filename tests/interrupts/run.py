@@ -34,11 +34,19 @@ def preload(names: Iterable[str]) -> None:
         importlib.import_module("torch")
 
 
-def _child(conn: Connection, name: str, target: Point | None) -> None:
+#: What a child answers: the points its hook saw (the second hook's, if there is one),
+#: whether its interrupt was raised, and the oracle's verdict.
+Answer = tuple[list[Point], bool, str | None]
+
+
+def _child(conn: Connection, name: str, target: Point | None, then: Point | None) -> None:
     try:
         hook = Hook(target)
+        if SCENARIOS[name].second and target is not None:
+            hook.second = Hook(then)
         p = play(SCENARIOS[name], hook)
-        conn.send((hook.seen, hook.hit, judge(p)))
+        watched = hook if hook.second is None else hook.second
+        conn.send((watched.seen, hook.hit and (then is None or watched.hit), judge(p)))
     except BaseException as e:  # reported to the parent
         conn.send(([], False, f"the scenario itself raised {type(e).__name__}: {e}"))
     finally:
@@ -49,24 +57,24 @@ def _child(conn: Connection, name: str, target: Point | None) -> None:
 class _Running:
     proc: Any
     conn: Connection
-    point: Point | None
+    point: tuple[Point | None, Point | None]
     started: float = field(default_factory=time.monotonic)
 
 
-def _start(name: str, point: Point | None) -> _Running:
+def _start(name: str, point: Point | None, then: Point | None = None) -> _Running:
     recv, send = _fork.Pipe(duplex=False)
-    proc = _fork.Process(target=_child, args=(send, name, point), daemon=True)
+    proc = _fork.Process(target=_child, args=(send, name, point, then), daemon=True)
     proc.start()
     send.close()
-    return _Running(proc, recv, point)
+    return _Running(proc, recv, (point, then))
 
 
-def _finish(run: _Running) -> tuple[list[Point], bool, str | None]:
+def _finish(run: _Running) -> Answer:
     """The child's answer, or a wedge if it overran its bound."""
     left = CHILD_BOUND - (time.monotonic() - run.started)
     if run.conn.poll(max(left, 0.0)):
         try:
-            answer: tuple[list[Point], bool, str | None] = run.conn.recv()
+            answer: Answer = run.conn.recv()
         except EOFError:
             answer = ([], True, f"the child died (exit code {run.proc.exitcode})")
         run.proc.join(CHILD_BOUND)
@@ -97,25 +105,45 @@ def points_of(name: str) -> list[Point]:
     return seen
 
 
-def enumerate_scenario(
-    name: str, choose: Callable[[list[Point]], list[Point]], jobs: int
-) -> Result:
-    """Every point ``choose`` keeps, each in a fresh child, ``jobs`` at a time."""
-    points = points_of(name)
-    result = Result(name, len(points))
-    todo = list(choose(points))
+def _run_all(name: str, todo: list[tuple[Point, Point | None]], jobs: int,
+             result: Result) -> dict[Point, list[Point]]:
+    """Each of ``todo`` in a fresh child, ``jobs`` at a time, into ``result``; the points
+    the second hooks saw, by first point (a pair's count run: its second is None)."""
+    seconds: dict[Point, list[Point]] = {}
     running: list[_Running] = []
     while todo or running:
         while todo and len(running) < jobs:
-            running.append(_start(name, todo.pop(0)))
+            running.append(_start(name, *todo.pop(0)))
         run = running.pop(0)
-        _, hit, verdict = _finish(run)
+        seen, hit, verdict = _finish(run)
+        first, then = run.point
+        assert first is not None
+        if SCENARIOS[name].second and then is None:
+            seconds[first] = seen
         result.tried += 1
-        assert run.point is not None
         if not hit:
             result.missed += 1
         if verdict is not None:
-            result.violations[describe(run.point)] = verdict
+            where = describe(first) + ("" if then is None else f" then {describe(then)}")
+            result.violations[where] = verdict
+    return seconds
+
+
+def enumerate_scenario(
+    name: str, choose: Callable[[list[Point]], list[Point]], jobs: int
+) -> Result:
+    """Every point ``choose`` keeps, each in a fresh child, ``jobs`` at a time. A
+    ``second`` scenario's points are pairs: each first point (alone, which lists the
+    points of the cut end's next call), then with each of those ``choose`` keeps."""
+    points = points_of(name)
+    result = Result(name, len(points))
+    firsts: list[tuple[Point, Point | None]] = [(p, None) for p in choose(points)]
+    seconds = _run_all(name, firsts, jobs, result)
+    pairs: list[tuple[Point, Point | None]] = [
+        (p, q) for p, qs in seconds.items() for q in choose(qs)
+    ]
+    result.points += sum(len(qs) for qs in seconds.values())
+    _run_all(name, pairs, jobs, result)
     return result
 
 

@@ -46,15 +46,19 @@ class InterruptBefore:
         pass
 
 
-def signal_at_entry(code: CodeType) -> list[int]:
-    """From now on, the first call of ``code`` gets SIGUSR1 at its entry (a profile
+def signal_at_entry(code: CodeType, nth: int = 1) -> list[int]:
+    """From now on, the ``nth`` call of ``code`` gets SIGUSR1 at its entry (a profile
     hook sends it as the function starts, before its first line); the list holds one
     item once it has been sent. The caller unsets the hook (``sys.setprofile(None)``)
     if the function may not be called."""
     sent: list[int] = []
+    calls = [0]
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code is code and not sent:
+            calls[0] += 1
+            if calls[0] < nth:
+                return
             sent.append(1)
             sys.setprofile(None)
             os.kill(os.getpid(), signal.SIGUSR1)

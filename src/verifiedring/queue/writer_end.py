@@ -34,10 +34,10 @@ class WriterEnd(WriterBase):
         """End the unfinished run with ABORT (remote readers get an ABORT frame):
         its sequence number is used up. A timeout leaves the abort due. A run cut
         before its first publish is withdrawn instead (nothing sent, the number
-        unused); one whose LAST was out (only its bookkeeping cut) is sent."""
+        unused); one whose LAST or ABORT was out (only its bookkeeping cut) is over."""
         seq = run.seq
         run.settle()
-        if not run.active and self._remote is None:  # its LAST was out: the message is sent
+        if not run.active and self._remote is None:  # its LAST or ABORT was out: seq used
             self._seq = seq + 1
             return
         if run.part == 0:

@@ -355,5 +355,6 @@ class RunReceiver:
         except BrokenPeerError as exc:
             self._owner.broken(f"broken since message seq {seq}'s run: {exc}")
             raise
-        self.interrupted = None
-        return self._owner.named(DecodeError(seq, cause))
+        err = self._owner.named(DecodeError(seq, cause))
+        self.interrupted = None  # after the error is made: a cut before leaves it owed
+        return err

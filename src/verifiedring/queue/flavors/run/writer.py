@@ -21,6 +21,7 @@ from . import KIND_OF, bytes_view
 
 _HEADER_BYTES = wire.HEADER_BYTES
 _NO_CHUNK = memoryview(b"")
+_ENDS = (wire.RUN_LAST, wire.RUN_ABORT)  # a run is over once one of them is out
 
 
 class RunWriter:
@@ -155,11 +156,11 @@ class RunWriter:
     def settle(self) -> None:
         """A cut between a publish store and the bookkeeping after it (the part count,
         the run's end) is caught up with: the chunk claimed last is out if the cursor
-        moved past it, so the run moves past it now; past its LAST, the run is over."""
+        moved past it, so the run moves past it now; past its LAST or ABORT, it is over."""
         cursor = self.cursor
         if self._held and not cursor.holding and cursor.index != self._at:
             self._passed()
-        if not self._held and self._kind == wire.RUN_LAST:
+        if not self._held and self._kind in _ENDS:
             self._end()
 
     def withdraw(self) -> None:
@@ -184,6 +185,7 @@ class RunWriter:
         if obs is not None:
             obs.begin(WRITER_ACTOR)
         # spec: WriterAbortRun -- ABORT(seq, next part): readers raise for this message
+        self._kind = wire.RUN_ABORT
         wire.write_abort(self._chunk, self.seq, self.part, reason)
         obj = self._obj
         try:
