@@ -8,8 +8,10 @@ is what the reader does with it then (see ``tests/test_take_interrupts.py``).
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from . import wire
 
@@ -27,6 +29,41 @@ class TakenChunk:
         _lent: bool
         _seq: int
         _state: enum.Enum
+        _load_inline: Any
+
+        def dequeue(self, timeout: float | None = None, *, cancel: Any = None,
+                    indefinite: bool = False) -> Any: ...
+
+        def _bytes_view(self, obj: Any) -> memoryview: ...
+
+    @contextlib.contextmanager
+    def acquire_read(
+        self, timeout: float | None = None, indefinite: bool = False
+    ) -> Iterator[memoryview]:
+        """vLLM's buffer API: the next message's ring chunk in place, read-only (the
+        bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
+        object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
+        the chunk (the writer may reuse it), also when the body raises. A message that
+        is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
+        yielded read-only, any other raises :class:`MisuseError` naming its type."""
+        self._load_inline = self._lend
+        try:
+            got = self.dequeue(timeout, indefinite=indefinite)
+        finally:
+            self._load_inline = wire.load_inline
+        if not self._lent:  # not in one chunk: as a remote reader's, bytes or refused
+            with self._bytes_view(got) as view:
+                yield view
+            return
+        try:
+            yield got
+        finally:
+            self._lent = False
+            try:
+                self._cursor.release()
+            finally:
+                with contextlib.suppress(BufferError):  # the caller kept a view of it
+                    got.release()
 
     def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
         """acquire_read's one-chunk message: its chunk stays taken, read in place (lent

@@ -10,11 +10,10 @@ state for it (FRAME, RUN): the next one goes on from there.
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import zmq
@@ -167,35 +166,6 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         else:
             self._pending = seq  # the chunk is released now; the frame is awaited
             self._state = ReaderState.FRAME
-
-    @contextlib.contextmanager
-    def acquire_read(
-        self, timeout: float | None = None, indefinite: bool = False
-    ) -> Iterator[memoryview]:
-        """vLLM's buffer API: the next message's ring chunk in place, read-only (the
-        bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
-        object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
-        the chunk (the writer may reuse it), also when the body raises. A message that
-        is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
-        yielded read-only, any other raises :class:`MisuseError` naming its type."""
-        self._load_inline = self._lend
-        try:
-            got = self.dequeue(timeout, indefinite=indefinite)
-        finally:
-            self._load_inline = _load_inline
-        if not self._lent:  # not in one chunk: as a remote reader's, bytes or refused
-            with self._bytes_view(got) as view:
-                yield view
-            return
-        try:
-            yield got
-        finally:
-            self._lent = False
-            try:
-                self._cursor.release()
-            finally:
-                with contextlib.suppress(BufferError):  # the caller kept a view of it
-                    got.release()
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError

@@ -91,6 +91,7 @@ class ReaderOutcomes:
         assert owed is not None
         if isinstance(owed, Owed):  # a call: before the clear, so a cut there leaves it owed
             obj = owed.obj
+            owed.obj = None
             self._owed = None
             self._state = _IDLE
             return obj

@@ -130,7 +130,9 @@ class QueueReader(ReaderOutcomes, MessageQueue):
                 got = self._dequeue(deadline, poll)
             else:
                 got = self._unfinished(deadline, poll)
-            # delivered: the record its decode made is spent (plain stores, then return)
+            # delivered: the record its decode made is spent (plain stores, then return);
+            # it holds no reference to the object (a tensor's arena slot frees with it)
+            self._delivery.obj = None
             self._owed = None
             self._state = _IDLE
             return got

@@ -298,16 +298,3 @@ class WriterBase(MessageQueue):
             f"have not read the chunk it needs ({names}); ring: {exc}"
         )
 
-    def _release(self) -> None:
-        # close() cut before its SHUTDOWN (or a BROKEN) went out: sent now, before the
-        # sockets close, so the readers learn the end, not only that the writer is gone
-        if self._broken_owed is not None:
-            self._tell_broken()
-        elif self._shutdown_owed:
-            self._shutdown_owed = False
-            self._send_owed([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
-        if self._remote is not None:
-            self._remote.close(self._linger_ms)
-        if self._local is not None:
-            self._local.close(self._linger_ms)
-
