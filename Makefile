@@ -8,7 +8,7 @@ PYTEST_WORKERS ?= auto
 # TLC and the tests that take seconds alone (see tests/conftest.py)
 CHECK_MARKERS ?= not stress and not faults and not tlc and not slow
 
-.PHONY: help install test check model-check model-check-all mutants mutation stress lint bench engine-check gpu-check clean
+.PHONY: help install test check model-check model-check-all mutants mutation interrupts stress lint bench engine-check gpu-check clean
 
 help:  ## this list
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -35,6 +35,9 @@ mutants:  ## every known bug of tests/mutants/catalog.toml, applied to a copy; o
 mutation:  ## mutants nobody chose: mutmut over the core modules, 2 workers (not in CI); then the kill rate per module (tests/mutation/)
 	OMP_NUM_THREADS=1 $(PYTHON) -m mutmut run --max-children 2
 	$(PYTHON) -m tests.mutation
+
+interrupts:  ## KeyboardInterrupt at every point CPython can deliver one in each scenario, each in a fresh process; the table (the suite runs a sample)
+	$(PYTHON) -m tests.interrupts $(INTERRUPTS_ARGS)
 
 stress:  ## a longer soak of the multiprocess harness (see stress/README.md)
 	$(PYTHON) -m stress --duration 60

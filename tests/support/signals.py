@@ -46,15 +46,42 @@ class InterruptBefore:
         pass
 
 
-def signal_at_entry(code: CodeType) -> list[int]:
-    """From now on, the first call of ``code`` gets SIGUSR1 at its entry (a profile
+def signal_at_entry(code: CodeType, nth: int = 1) -> list[int]:
+    """From now on, the ``nth`` call of ``code`` gets SIGUSR1 at its entry (a profile
     hook sends it as the function starts, before its first line); the list holds one
     item once it has been sent. The caller unsets the hook (``sys.setprofile(None)``)
     if the function may not be called."""
     sent: list[int] = []
+    calls = [0]
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code is code and not sent:
+            calls[0] += 1
+            if calls[0] < nth:
+                return
+            sent.append(1)
+            sys.setprofile(None)
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    sys.setprofile(hook)
+    return sent
+
+
+def signal_at_c_call(caller: CodeType, name: str, after: str | None = None) -> list[int]:
+    """:func:`signal_at_entry` for a C call: from now on, SIGUSR1 is sent as ``caller``
+    first calls the builtin or C method ``name`` (after its call of ``after``, if
+    given); its handler's exception lands there (the handler runs at the hook's own
+    check, before the C function runs)."""
+    sent: list[int] = []
+    passed = [after is None]
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        if event != "c_call" or frame.f_code is not caller or sent:
+            return
+        called = getattr(arg, "__name__", None)
+        if called == after:
+            passed[0] = True
+        elif called == name and passed[0]:
             sent.append(1)
             sys.setprofile(None)
             os.kill(os.getpid(), signal.SIGUSR1)

@@ -8,7 +8,9 @@ is what the reader does with it then (see ``tests/test_take_interrupts.py``).
 
 from __future__ import annotations
 
+import contextlib
 import enum
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import wire
@@ -16,8 +18,6 @@ from . import wire
 if TYPE_CHECKING:
     from ..cursors import ReaderCursor
     from .flavors.run.reader import RunReader
-
-NOTHING: Any = object()  # no object was decoded
 
 
 class TakenChunk:
@@ -29,15 +29,50 @@ class TakenChunk:
         _lent: bool
         _seq: int
         _state: enum.Enum
+        _load_inline: Any
 
-        def _owe_delivery(self, obj: Any) -> None: ...
+        def dequeue(self, timeout: float | None = None, *, cancel: Any = None,
+                    indefinite: bool = False) -> Any: ...
+
+        def _bytes_view(self, obj: Any) -> memoryview: ...
+
+    @contextlib.contextmanager
+    def acquire_read(
+        self, timeout: float | None = None, indefinite: bool = False
+    ) -> Iterator[memoryview]:
+        """vLLM's buffer API: the next message's ring chunk in place, read-only (the
+        bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
+        object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
+        the chunk (the writer may reuse it), also when the body raises. A message that
+        is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
+        yielded read-only, any other raises :class:`MisuseError` naming its type."""
+        self._load_inline = self._lend
+        try:
+            got = self.dequeue(timeout, indefinite=indefinite)
+        finally:
+            self._load_inline = wire.load_inline
+        if not self._lent:  # not in one chunk: as a remote reader's, bytes or refused
+            with self._bytes_view(got) as view:
+                yield view
+            return
+        try:
+            yield got
+        finally:
+            self._lent = False
+            try:
+                self._cursor.release()
+            finally:
+                with contextlib.suppress(BufferError):  # the caller kept a view of it
+                    got.release()
 
     def _lend(self, chunk: memoryview, header: tuple[int, int, int, int]) -> memoryview:
         """acquire_read's one-chunk message: its chunk stays taken, read in place: the
         bytes its writer stored after the header, and none past them (pages there may
-        not be reserved: :mod:`verifiedring.reservation`; a RAW chunk's are all of it)."""
+        not be reserved: :mod:`verifiedring.reservation`; a RAW chunk's are all of it).
+        Lent once the view is made: a cut before leaves it an unlent, consumed chunk."""
+        view = chunk[wire.HEADER_BYTES : wire.stored_bytes(chunk, header)].toreadonly()
         self._lent = True
-        return chunk[wire.HEADER_BYTES : wire.stored_bytes(chunk, header)].toreadonly()
+        return view
 
     def _look(self) -> bool:
         """Whether the next message is at the head: the chunk held unread, else the
@@ -56,16 +91,15 @@ class TakenChunk:
         self._cursor.release()
         return False
 
-    def _release_taken(self, got: Any) -> None:
+    def _release_taken(self) -> None:
         """Release the taken chunk. Interrupted at the release's entry (nothing done),
-        release it in the handler, so the writer does not stall on it; ``got``, the
-        object decoded (unless ``NOTHING``), is then owed to the next dequeue."""
+        release it in the handler, so the writer does not stall on it (the object
+        decoded is owed already: its decode recorded it). Cut at this call's own
+        entry, the chunk stays taken: :meth:`_held_unread` releases it next."""
         cursor = self._cursor
         try:
             cursor.release()
         except BaseException:
             if cursor.holding:
                 cursor.release()
-            if got is not NOTHING:
-                self._owe_delivery(got)
             raise

@@ -10,10 +10,9 @@ state for it (FRAME, RUN): the next one goes on from there.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import zmq
@@ -26,9 +25,9 @@ from ..steps import READER_TAKE_CHUNK, QueueObserver
 from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .flavors.overflow import OverflowReader
-from .flavors.run.reader import RunReceiver
+from .flavors.run.reader import NOT_DECODED, RunReceiver
 from .handle import Handle, check_ipc, check_tag
-from .held_chunk import NOTHING, TakenChunk
+from .held_chunk import TakenChunk
 from .lifecycle import ReaderState
 from .reader import QueueReader
 from .readiness import local_spin_until_readable
@@ -43,6 +42,9 @@ _KIND_NAMES = {
 }
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT, wire.RAW)  # RAW: acquire_write's bytes
 _IDLE = ReaderState.IDLE
+_OWED = ReaderState.OWED
+_RUN = ReaderState.RUN
+_CUT_AS_BEGUN = "cut as its run began"
 
 
 class LocalReader(TakenChunk, OverflowReader, QueueReader):
@@ -116,7 +118,6 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             # spec: ReaderTakeChunk -- released once its message is consumed, also on a
             # raise; a run's FIRST chunk is held on by the run (ReaderReleaseRunChunk)
             chunk = cursor.held() if held else cursor.take()
-            delivered = False
             try:
                 header = _decode_chunk(chunk, expect)
                 if header is None:
@@ -129,14 +130,19 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     except BaseException as exc:
                         got = self._failed(seq, exc)
                         raise
-                    delivered = True
+                    # owed if cut from here on (stores only: no call); a lent chunk's view
+                    # too: the next acquire_read yields it, then releases the chunk
+                    delivery = self._delivery
+                    delivery.obj = got
+                    self._owed = delivery
+                    self._state = _OWED
                     return got
                 self._begin_large(chunk, header)
             finally:
                 # kept taken if cut before its message was consumed: read again next
                 if not run.active and not self._lent and (self._seq != expect or
                                                           self._state is not _IDLE):
-                    self._release_taken(got if delivered else NOTHING)
+                    self._release_taken()
                 on_read = self.on_read
                 if on_read is not None:
                     on_read()
@@ -152,40 +158,15 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         frame is awaited)."""
         kind, seq = header[0], header[1]
         if kind == wire.RUN_FIRST:
+            # the run counts as cut until its load ends (stores only: no call before the
+            # sequence number moves): the next dequeue skips its rest and reports it
+            self._runs.interrupted = (seq, _CUT_AS_BEGUN)
+            self._state = _RUN
             self._seq = seq + 1  # consumed before it is decoded
             self._run.begin(seq, chunk, header[2])
         else:
             self._pending = seq  # the chunk is released now; the frame is awaited
             self._state = ReaderState.FRAME
-
-    @contextlib.contextmanager
-    def acquire_read(
-        self, timeout: float | None = None, indefinite: bool = False
-    ) -> Iterator[memoryview]:
-        """vLLM's buffer API: the next message's ring chunk in place, read-only (the
-        bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
-        object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
-        the chunk (the writer may reuse it), also when the body raises. A message that
-        is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
-        yielded read-only, any other raises :class:`MisuseError` naming its type."""
-        self._load_inline = self._lend
-        try:
-            got = self.dequeue(timeout, indefinite=indefinite)
-        finally:
-            self._load_inline = _load_inline
-        if not self._lent:  # not in one chunk: as a remote reader's, bytes or refused
-            with self._bytes_view(got) as view:
-                yield view
-            return
-        try:
-            yield got
-        finally:
-            self._lent = False
-            try:
-                self._cursor.release()
-            finally:
-                with contextlib.suppress(BufferError):  # the caller kept a view of it
-                    got.release()
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
@@ -213,11 +194,23 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
     # --- runs -------------------------------------------------------------------------
 
     def _load_run(self) -> Any:
+        runs = self._runs
+        runs.decoded = NOT_DECODED
         try:
-            return self._runs.load()
+            return runs.load()
         finally:
-            if self._runs.interrupted is not None and self._state is ReaderState.IDLE:
-                self._state = ReaderState.RUN  # the next dequeue skips the rest
+            # the run is over (else the next dequeue skips its rest): its object, if
+            # decoded, is owed until dequeue returns it (stores only: no call)
+            if runs.interrupted is None and self._state is _RUN:
+                got = runs.decoded
+                runs.decoded = NOT_DECODED
+                if got is NOT_DECODED:
+                    self._state = _IDLE
+                else:
+                    delivery = self._delivery
+                    delivery.obj = got
+                    self._owed = delivery
+                    self._state = _OWED
 
     def _finish_interrupted_run(self) -> None:
         """Skip the rest of the run a dequeue left mid-way and raise DecodeError for

@@ -3,7 +3,9 @@
 * a message whose unpickling raised: its :class:`DecodeError`, naming this reader;
 * one an interrupt cut after it was consumed: the interrupt now, and at the next
   dequeue (state OWED) its :class:`DecodeError` (the unpickling was cut) or the
-  object (its chunk's release was), so no message is ever consumed unreported;
+  object (anything after its decode was: the decode site records it as owed with
+  plain stores, where CPython delivers nothing, and ``dequeue`` clears the record
+  the same way just before it returns), so no message is ever consumed unreported;
 * a sequence number or kind out of place: :class:`BrokenPeerError`, for good (the
   spec's ``rpc = "broken"``);
 * the writer's BROKEN: :class:`BrokenPeerError` with the writer's reason, for good
@@ -19,9 +21,13 @@ from ..errors import BrokenPeerError, DecodeError
 from . import wire
 from .lifecycle import ReaderState
 
+_IDLE = ReaderState.IDLE
+_FRAME_KINDS = (wire.OVERFLOW, wire.RUN_ABORT)  # a message's frame (ABORT: in a run's place)
+
 
 class Owed:
-    """A decoded object the next dequeue returns (an interrupt cut its delivery)."""
+    """A decoded object the next dequeue returns if an interrupt cuts its delivery (one
+    per reader, made at its start: recording it takes no call)."""
 
     __slots__ = ("obj",)
 
@@ -38,6 +44,8 @@ class ReaderOutcomes:
         _owed: DecodeError | Owed | None
         _broke: tuple[int, str] | None
         _writer: str
+        _receiving: bool
+        _cut_receives: int
 
         def _who(self) -> str: ...
 
@@ -74,22 +82,45 @@ class ReaderOutcomes:
         self._state = ReaderState.OWED
         return owed
 
-    def _owe_delivery(self, obj: Any) -> None:
-        """An interrupt cut the delivery of a consumed, decoded message ``obj`` (at the
-        chunk's release): the next dequeue returns it (state OWED)."""
-        self._owed = Owed(obj)
-        self._state = ReaderState.OWED
-
     def _pay_owed(self) -> Any:
-        """What an interrupt cut: the object (:meth:`_owe_delivery`), or the DecodeError
-        of a message whose unpickling it cut (:meth:`_failed`), raised."""
+        """What an interrupt cut: the decoded object (recorded at its decode), or the
+        DecodeError of a message whose unpickling it cut (:meth:`_failed`), raised. No
+        call between the record's clear and the return or raise: a second interrupt
+        lands before it (still owed) or after it (paid)."""
         owed = self._owed
-        self._owed = None
-        self._state = ReaderState.IDLE
         assert owed is not None
-        if isinstance(owed, Owed):
-            return owed.obj
+        if isinstance(owed, Owed):  # a call: before the clear, so a cut there leaves it owed
+            obj = owed.obj
+            owed.obj = None
+            self._owed = None
+            self._state = _IDLE
+            return obj
+        self._owed = None
+        self._state = _IDLE
         raise owed
+
+    def _mark_receive(self) -> None:
+        """Before a frame is taken off a socket: a mark still set is a receive that an
+        interrupt cut between the take and the frame's keeping (it may have lost it)."""
+        if self._receiving:
+            self._cut_receives += 1
+        self._receiving = True
+
+    def _lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None:
+        """The frame of message ``seq`` came where ``expected``'s was due: if cut receives
+        account for the gap (frames arrive in order), ``expected``'s frame was taken and
+        lost, and this is its DecodeError (the message consumed: :attr:`_seq` moves
+        past it); else ``None``, the frame is out of place."""
+        cut = self._cut_receives
+        if kind not in _FRAME_KINDS or not expected < seq <= expected + cut:
+            return None
+        err = self._named(DecodeError(expected, RuntimeError(
+            "an interrupt cut the receive that took its frame off the socket"
+        )))
+        self._cut_receives = cut - 1
+        self._receiving = False
+        self._seq = expected + 1
+        return err
 
     def _named(self, exc: DecodeError) -> DecodeError:
         exc.receiver = self._who()

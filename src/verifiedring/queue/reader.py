@@ -94,8 +94,15 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         self._shutdown_total: int | None = None
         # Invariant: what the next dequeue returns or raises is owed iff _state is OWED.
         self._owed: DecodeError | Owed | None = None
+        #: The record a decode site fills (``_owed`` = it, state OWED) with plain stores.
+        self._delivery = Owed(None)
         # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
         self._broke: tuple[int, str] | None = None
+        # A frame's receive is marked before it and unmarked once the frame is kept
+        # (consumed or stashed); a mark found still set counts one receive an interrupt
+        # cut, which may have taken a frame off the socket and lost it.
+        self._receiving = False
+        self._cut_receives = 0
         self._handle = handle
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
@@ -142,11 +149,18 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             arena = self._arena
             if arena is not None:
                 arena.begin(self._seq)  # the message its stubs may name
-            if state is _IDLE:
-                return self._dequeue(deadline, poll)
             if state is ReaderState.OWED:
                 return self._pay_owed()
-            return self._unfinished(deadline, poll)
+            if state is _IDLE:
+                got = self._dequeue(deadline, poll)
+            else:
+                got = self._unfinished(deadline, poll)
+            # delivered: the record its decode made is spent (plain stores, then return);
+            # it holds no reference to the object (a tensor's arena slot frees with it)
+            self._delivery.obj = None
+            self._owed = None
+            self._state = _IDLE
+            return got
         except ClosedError:
             if not (indefinite and _waits_after_shutdown and self._told_shutdown()):
                 raise
@@ -253,7 +267,11 @@ class QueueReader(ReaderOutcomes, MessageQueue):
                                     f"{what} from {self._writer}")
 
         log = StallLog(describe, self._log_interval())
-        return recv_frames(sock, deadline, log, timed_out, self._watch)
+        try:
+            return recv_frames(sock, deadline, log, timed_out, self._watch)
+        except (RingTimeoutError, CancelledError, BrokenPeerError):
+            self._receiving = False  # the wait ended it: no frame was taken
+            raise
 
     def _watch(self) -> None:
         """While this reader waits: raise :class:`CancelledError` if woken, or

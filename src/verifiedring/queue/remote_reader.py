@@ -29,6 +29,9 @@ def _queued(sock: zmq.Socket[Any]) -> bool:
     return isinstance(events, int) and bool(events & zmq.POLLIN)
 
 
+_OWED = ReaderState.OWED
+
+
 class RemoteReader(QueueReader):
     """A reader on another host: ``create_from_handle`` with a rank that is not local."""
 
@@ -45,6 +48,8 @@ class RemoteReader(QueueReader):
         self._disconnected = False  # a disconnect after READY: the writer is gone for good
         self._down = False  # the connection is closed now (it has been open before)
         self._refused = False  # the last connect was refused, none succeeded since
+        #: A later message's frame that came where a frame lost to a cut receive was due.
+        self._early: list[zmq.Frame] | None = None
         self._sock = self._subscribe(sub, handle.remote_window, curve, _EVENTS)
         try:
             self._monitor = self._sock.get_monitor_socket()  # the one made before the connect
@@ -57,8 +62,18 @@ class RemoteReader(QueueReader):
     def _socket(self) -> zmq.Socket[Any]:
         return self._sock
 
+    def _next_frames(self, deadline: Deadline) -> list[zmq.Frame]:
+        """The next message's frames: one kept early, else off the socket (the receive
+        marked, until the frame is consumed)."""
+        self._mark_receive()
+        frames = self._early
+        if frames is not None:
+            self._early = None
+            return frames
+        return self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
+
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
-        frames = self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
+        frames = self._next_frames(deadline)
         header = self._parse_header(frames[0])
         kind, seq = header[0], header[1]
         obs = self._observer
@@ -74,8 +89,14 @@ class RemoteReader(QueueReader):
             if aborted:
                 kind = wire.OVERFLOW
             if kind != wire.OVERFLOW or seq != self._seq:
+                self._early = frames  # kept: the next dequeue's, if a lost one came before
+                lost = self._lost_frame(header[0], seq, self._seq)
+                if lost is not None:
+                    raise lost
+                self._early = None
                 raise self._out_of_order("remote socket", header[0], seq)
             self._seq = count = seq + 1
+            self._receiving = False
             try:  # consumed: from here an interrupt is owed as its DecodeError
                 # at every multiple of the interval (so at least floor(count / interval)
                 # * interval are acknowledged, whatever idle acks came between), and
@@ -92,6 +113,10 @@ class RemoteReader(QueueReader):
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
+            delivery = self._delivery  # owed if cut from here on (stores only: no call)
+            delivery.obj = got
+            self._owed = delivery
+            self._state = _OWED
             return got
         finally:
             if obs is not None:

@@ -296,6 +296,10 @@ class Serializer:
                     self._arena.begin()
                 pickler = self._tensor_pickler(torch)
                 parts = self._parts
+                # emptied first too: a dump whose cleanup an interrupt cut left its memo
+                # and its bytes, which the next message would carry
+                pickler.clear_memo()
+                parts.clear()
                 try:
                     pickler.dump(target)
                     # one part: the pickler's own bytes; more: a large payload written

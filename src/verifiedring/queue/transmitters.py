@@ -127,6 +127,8 @@ class LocalTransmitter:
             runs.write(p, seq, deadline, watch, obj)
             return False
         cursor = self.cursor  # claim() inline: the hot path pays one call less
+        if cursor.holding:
+            cursor.abort()  # a call cut between its fill and its publish: nothing is out
         # the bytes encode_chunk stores: their pages are reserved before the claim
         cursor.claim(deadline, watch, size if inline else _HEADER_BYTES)
         self.commit(cursor.fill(), seq, p, inline, obj)
@@ -137,6 +139,8 @@ class LocalTransmitter:
         does not); :class:`RingTimeoutError` if it is not free by ``deadline``. Its
         whole payload is reserved first (a raw write may reach any byte of it)."""
         cursor = self.cursor
+        if cursor.holding:
+            cursor.abort()  # a call cut between its fill and its publish: nothing is out
         cursor.claim(deadline, watch)
         return cursor.fill()
 

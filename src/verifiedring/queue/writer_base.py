@@ -74,6 +74,11 @@ class WriterBase(MessageQueue):
         self._serializer = Serializer()
         # Invariant: the sequence number of the next message (every one below was sent).
         self._seq = 0
+        # What the readers are owed until it is sent (recorded before the state that
+        # owes it, cleared once sent): an interrupt that cuts the telling leaves it for
+        # the next refusal or close() to send. SHUTDOWN from READY on; BROKEN's frame.
+        self._shutdown_owed = False
+        self._broken_owed: list[Any] | None = None
         self._open()
         n_remote = self.n_reader - self.n_local_reader
         self._local: LocalTransmitter | None = None
@@ -188,6 +193,7 @@ class WriterBase(MessageQueue):
             self._local.after_handshake([peers.stall_name(r) for r in self.local_reader_ranks])
         if self._remote is not None:
             self._remote.credit.start(set(peers.remote))
+        self._shutdown_owed = True
         self._state = WriterState.CHUNK
 
     def _send(self, send: Send, parts: list[Any], what: str, seq: int) -> None:
@@ -228,9 +234,12 @@ class WriterBase(MessageQueue):
     def _break(self, why: str) -> None:
         """Broken for good; readers past READY are told (:meth:`_tell_broken`)."""
         told = self._state in _TOLD_OF_BREAKS
+        if told:
+            self._broken_owed = wire.broken_frame(self._seq, why)
+            self._shutdown_owed = False
         self._stop(WriterState.BROKEN, why)
         if told:
-            self._tell_broken(why)
+            self._tell_broken()
 
     def _refuse(self) -> NoReturn:
         """Raise why this end cannot operate now; first let ZeroMQ run the sockets'
@@ -239,23 +248,29 @@ class WriterBase(MessageQueue):
         for sock in self._peers.sockets():
             if not sock.closed:
                 sock.getsockopt(zmq.EVENTS)
+        if self._broken_owed is not None:  # an interrupt cut its telling: told now
+            self._tell_broken()
         super()._refuse()
 
-    def _tell_broken(self, why: str) -> None:
-        """BROKEN(messages sent, ``why``) on both sockets, after every frame sent so
-        far; never waits (a pipe at its mark: logged, that channel is not told)."""
+    def _tell_broken(self) -> None:
+        """The BROKEN owed (messages sent, why) on both sockets, after every frame sent
+        so far; never waits (a pipe at its mark: logged, that channel is not told)."""
         obs = self._observer
         if obs is not None:
             obs.begin(WRITER_ACTOR)
         # spec: WriterTellBroken -- the survivors learn the queue is broken, and why
-        parts = wire.broken_frame(self._seq, why)
+        self._send_owed(self._broken_owed or [], "BROKEN")
+        self._broken_owed = None
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, self._seq)
+
+    def _send_owed(self, parts: list[Any], what: str) -> None:
+        """``parts`` on both sockets without waiting, then the local readers woken."""
         for side, sock in (("local", None if self._local is None else self._local.frames.socket),
                            ("remote", None if self._remote is None else self._remote.socket)):
             if sock is not None and not send_now(sock, parts):
-                logger.warning("%s: the %s readers were not told the writer broke (a pipe "
-                               "at its mark): %s", self._who(), side, why)
-        if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, self._seq)
+                logger.warning("%s: the %s readers were not told %s (a pipe at its mark): %s",
+                               self._who(), side, what, self._why)
         self._wake_local_readers()
 
     def _wake_local_readers(self) -> None:
@@ -282,10 +297,4 @@ class WriterBase(MessageQueue):
             f"{self._who()} could not enqueue message seq {seq}: local reader ranks {ranks} "
             f"have not read the chunk it needs ({names}); ring: {exc}"
         )
-
-    def _release(self) -> None:
-        if self._remote is not None:
-            self._remote.close(self._linger_ms)
-        if self._local is not None:
-            self._local.close(self._linger_ms)
 

@@ -32,8 +32,17 @@ class WriterEnd(WriterBase):
 
     def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None:
         """End the unfinished run with ABORT (remote readers get an ABORT frame):
-        its sequence number is used up. A timeout leaves the abort due."""
+        its sequence number is used up. A timeout leaves the abort due. A run cut
+        before its first publish is withdrawn instead (nothing sent, the number
+        unused); one whose LAST or ABORT was out (only its bookkeeping cut) is over."""
         seq = run.seq
+        run.settle()
+        if not run.active and self._remote is None:  # its LAST or ABORT was out: seq used
+            self._seq = seq + 1
+            return
+        if run.part == 0:
+            run.withdraw()
+            return
         try:
             run.abort(reason, deadline)
         except BaseException as exc:
@@ -116,6 +125,7 @@ class WriterEnd(WriterBase):
             obs.begin(WRITER_ACTOR)
         # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
         self._send_control([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
+        self._shutdown_owed = False
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
         self._wake_local_readers()
@@ -135,3 +145,16 @@ class WriterEnd(WriterBase):
                 "short of all %d messages; frames still queued for them are lost if this "
                 "process exits now", self._who(), self._linger_ms / 1000, short, self._seq,
             )
+
+    def _release(self) -> None:
+        # close() cut before its SHUTDOWN (or a BROKEN) went out: sent now, before the
+        # sockets close, so the readers learn the end, not only that the writer is gone
+        if self._broken_owed is not None:
+            self._tell_broken()
+        elif self._shutdown_owed:
+            self._shutdown_owed = False
+            self._send_owed([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
+        if self._remote is not None:
+            self._remote.close(self._linger_ms)
+        if self._local is not None:
+            self._local.close(self._linger_ms)

@@ -46,10 +46,14 @@ from ...steps import (
 from ...waiting import Deadline
 from .. import wire
 from ..lifecycle import ReaderState
+from ..outcomes import Owed
 from ..sockets import LocalEndpoint, pending_frames, send_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
 SLICE = 0.2
+
+
+_OWED = ReaderState.OWED
 
 
 class FrameSender:
@@ -103,6 +107,7 @@ class OverflowReader:
 
     def _take_frame(self, pending: int, deadline: Deadline) -> Any:
         obs = self._observer
+        self._mark_receive()  # a take from the stash too: one cut after it may lose it
         # spec: ReaderRecvFrame -- the stash first, in arrival order
         if self._stash:
             frames = self._stash.popleft()
@@ -126,14 +131,25 @@ class OverflowReader:
         try:
             kind, seq = self._parse_header(frames[0])[:2]
             if kind != wire.OVERFLOW or seq != pending:
+                self._stash.appendleft(frames)  # kept first: a later marker's frame
+                lost = self._lost_frame(kind, seq, pending)
+                if lost is not None:
+                    self._state = ReaderState.IDLE
+                    raise lost
+                self._stash.popleft()
                 raise self._out_of_order("local socket", kind, seq)
             self._state = ReaderState.IDLE
             self._seq = seq + 1  # consumed before it is decoded
+            self._receiving = False
             try:
                 got = self._load_frame(seq, frames)
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
+            delivery = self._delivery  # owed if cut from here on (stores only: no call)
+            delivery.obj = got
+            self._owed = delivery
+            self._state = _OWED
             return got
         finally:
             if obs is not None:
@@ -194,14 +210,21 @@ class OverflowReader:
         """Take every frame waiting on the socket: stash message frames in order, note
         SHUTDOWN's total."""
         sock = self._sock
-        while (frames := pending_frames(sock)) is not None:
+        while True:
+            self._mark_receive()
+            frames = pending_frames(sock)
+            if frames is None:
+                self._receiving = False
+                return
             if self._note_broken(frames):
+                self._receiving = False
                 continue
             kind, seq = self._parse_header(frames[0])[:2]
             if kind == wire.SHUTDOWN:
                 self._note_shutdown(seq)
             else:
                 self._keep(frames, seq)
+            self._receiving = False
 
     def _note_shutdown(self, total: int) -> None:
         """SHUTDOWN(``total``) drained from the socket: its total is noted."""
@@ -251,6 +274,8 @@ class OverflowReader:
         raise err
 
     if TYPE_CHECKING:  # what the reader provides (QueueReader)
+        _delivery: Owed
+        _owed: DecodeError | Owed | None
 
         def _recv(
             self, sock: zmq.Socket[Any], deadline: Deadline, what: str
@@ -267,6 +292,12 @@ class OverflowReader:
         def _told_broken(self) -> BrokenPeerError: ...
 
         def _failed(self, seq: int, exc: BaseException) -> DecodeError: ...
+
+        def _mark_receive(self) -> None: ...
+
+        def _lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None: ...
+
+        _receiving: bool
 
         def _watch(self) -> None: ...
 

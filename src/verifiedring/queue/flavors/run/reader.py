@@ -24,6 +24,8 @@ from . import KIND_OF, bytes_view
 _HEADER_BYTES = wire.HEADER_BYTES
 _LENGTH_BYTES = wire.LENGTH.size
 _NO_VIEW = memoryview(b"")
+#: What :attr:`RunReceiver.decoded` holds while no object of the run was decoded.
+NOT_DECODED: Any = object()
 
 
 class RunOwner(Protocol):
@@ -70,6 +72,17 @@ class RunReader:
         self._kind = wire.RUN_FIRST
         self._view = chunk[_HEADER_BYTES : _HEADER_BYTES + nbytes]
         self._held = True
+        self._pos = 0
+        self.active = True
+
+    def resume(self, seq: int) -> None:
+        """The run of message ``seq`` whose FIRST chunk was released before the run
+        began (an interrupt cut it): its rest is read from part 1."""
+        self.seq = seq
+        self.part = 0
+        self._kind = wire.RUN_FIRST
+        self._view = _NO_VIEW
+        self._held = False
         self._pos = 0
         self.active = True
 
@@ -162,12 +175,24 @@ class RunReader:
         delivers ``outcome``) or its ABORT (raises :class:`MessageAbortedError`). Also
         after an interrupt at any point of a read."""
         while self.active:
-            if not self._held:
+            if self._held and not self._cursor.holding:  # a release cut after its store
+                self._caught_up()
+            elif not self._held:
                 self._next()
             elif self._kind == wire.RUN_LAST:
                 self._release(outcome)
             else:
                 self._release(None)
+
+    def _caught_up(self) -> None:
+        """The held chunk was released (an interrupt cut the bookkeeping after the
+        cursor's release): the run moves past it; past its LAST or ABORT, it is over."""
+        view = self._view
+        self._view = _NO_VIEW
+        self._held = False
+        if self._kind in (wire.RUN_LAST, wire.RUN_ABORT):
+            self.active = False
+        view.release()
 
     def _release(self, outcome: object) -> None:
         view = self._view
@@ -180,26 +205,30 @@ class RunReader:
         self._cursor.release()  # interrupted at its start: still held
         self._view = _NO_VIEW
         self._held = False
-        if held:
-            view.release()
         if last:
             self.active = False
+        if held:  # the one call after the stores: a cut at its return finds them done
+            view.release()
         if obs is not None:
             obs.end(self._actor, READER_RELEASE_RUN_CHUNK, self.seq, outcome if last else None,
                     KIND_OF[self._kind])
 
     def _next(self) -> None:
         """Wait for the run's next chunk and read its header (ABORT: released, then
-        :class:`MessageAbortedError`)."""
+        :class:`MessageAbortedError`). A chunk an interrupt left taken is read now (one
+        of this run already read, its FIRST, is released first)."""
         cursor = self._cursor
-        if not cursor.poll():
+        if cursor.holding and wire.read_header(cursor.held())[3] <= self.part:
+            cursor.release()
+        held = cursor.holding
+        if not held and not cursor.poll():
             wait_for(cursor.poll, FOREVER, self._stall, _never, self._owner.watch_run,
                      cursor.sleeper)
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
         # spec: ReaderReadRunChunk -- MORE, LAST or ABORT of this run's seq, next part
-        chunk = cursor.take()
+        chunk = cursor.held() if held else cursor.take()
         kind, seq, nbytes, part = wire.read_header(chunk)
         ok = kind in wire.RUN_NEXT_KINDS and seq == self.seq and part == self.part + 1
         if ok:
@@ -259,21 +288,30 @@ class RunReceiver:
         self._owner = owner
         #: (seq, why) of the run a dequeue left mid-way, else ``None``.
         self.interrupted: tuple[int, str] | None = None
+        #: The run's object once decoded (before its LAST's release: a cut there finds
+        #: it), else NOT_DECODED.
+        self.decoded: Any = NOT_DECODED
 
     def load(self) -> Any:
-        """The run's object (its FIRST chunk taken by ``run.begin``)."""
+        """The run's object (its FIRST chunk taken by ``run.begin``). :attr:`interrupted`
+        is set before (the reader's): cleared once the run is over."""
         run = self.run
         try:
-            return self._unpickle()
+            got = self._unpickle()
         except MessageAbortedError as exc:
+            self.interrupted = None
             raise self._owner.named(exc) from None
         except BrokenPeerError as exc:
+            self.interrupted = None
             self._owner.broken(f"broken since message seq {run.seq}'s run: {exc}")
             raise
         except BaseException as exc:
-            if run.active:
-                self.interrupted = (run.seq, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            self.interrupted = (
+                (run.seq, f"{type(exc).__name__}: {exc}".rstrip(": ")) if run.active else None
+            )
             raise
+        self.interrupted = None
+        return got
 
     def _unpickle(self) -> Any:
         run = self.run
@@ -295,6 +333,7 @@ class RunReceiver:
             ))
             run.skip_rest(err)
             raise err
+        self.decoded = got
         run.skip_rest(got)  # its LAST: released, the object delivered
         return got
 
@@ -307,6 +346,8 @@ class RunReceiver:
             "was skipped"
         )
         try:
+            if run.seq != seq:  # cut before the run began: its FIRST is released
+                run.resume(seq)
             if run.active:
                 run.skip_rest(self._owner.named(DecodeError(seq, cause)))
         except MessageAbortedError as exc:  # the writer aborted it meanwhile
@@ -314,5 +355,6 @@ class RunReceiver:
         except BrokenPeerError as exc:
             self._owner.broken(f"broken since message seq {seq}'s run: {exc}")
             raise
-        self.interrupted = None
-        return self._owner.named(DecodeError(seq, cause))
+        err = self._owner.named(DecodeError(seq, cause))
+        self.interrupted = None  # after the error is made: a cut before leaves it owed
+        return err

@@ -21,6 +21,7 @@ from . import KIND_OF, bytes_view
 
 _HEADER_BYTES = wire.HEADER_BYTES
 _NO_CHUNK = memoryview(b"")
+_ENDS = (wire.RUN_LAST, wire.RUN_ABORT)  # a run is over once one of them is out
 
 
 class RunWriter:
@@ -33,6 +34,8 @@ class RunWriter:
         self._chunk = _NO_CHUNK
         self._held = False
         self._off = 0  # where its next byte goes
+        self._at = -1  # the ring index of the chunk claimed last
+        self._kind = wire.RUN_MORE  # the kind of the chunk published (or being) last
         self._watch: Callable[[], None] | None = None
         self.seq = -1
         self.part = 0  # the part number of the chunk being filled
@@ -50,6 +53,7 @@ class RunWriter:
         self._watch = watch
         self.seq = seq
         self.part = 0
+        self._kind = wire.RUN_MORE
         self._claim(deadline)
         self._obj = obj  # after the claim: a timeout keeps no reference to it
         self.active = True
@@ -57,6 +61,7 @@ class RunWriter:
     def _claim(self, deadline: Deadline) -> None:
         cursor = self.cursor
         cursor.claim(deadline, self._watch)
+        self._at = cursor.index
         self._chunk = cursor.fill()
         self._held = True
         self._off = _HEADER_BYTES
@@ -116,6 +121,7 @@ class RunWriter:
         # spec: WriterPublishRunChunk -- FIRST, MORE or LAST of message seq (one ring message)
         if self.part == 0 and kind == wire.RUN_MORE:
             kind = wire.RUN_FIRST
+        self._kind = kind
         wire.write_run_header(self._chunk, kind, self.seq, self._off - _HEADER_BYTES, self.part)
         try:
             self._publish_held()
@@ -147,6 +153,29 @@ class RunWriter:
         self._held = False
         self.part += 1
 
+    def settle(self) -> None:
+        """A cut between a publish store and the bookkeeping after it (the part count,
+        the run's end) is caught up with: the chunk claimed last is out if the cursor
+        moved past it, so the run moves past it now; past its LAST or ABORT, it is over."""
+        cursor = self.cursor
+        if self._held and not cursor.holding and cursor.index != self._at:
+            self._passed()
+        if not self._held and self._kind in _ENDS:
+            self._end()
+
+    def withdraw(self) -> None:
+        """Nothing of the run was published (part 0): its chunk, if claimed, is let go
+        unpublished (``WriterAbort``) and the run is over without a trace: no reader
+        saw its message begin, and its sequence number is unused."""
+        cursor = self.cursor
+        if cursor.holding:
+            cursor.abort()
+        self._chunk = _NO_CHUNK
+        self._held = False
+        self.active = False
+        self._obj = None
+        self._watch = None
+
     def abort(self, reason: str, deadline: Deadline) -> None:
         """Publish ABORT (with ``reason``) as the run's next part, in the chunk being
         filled if one is held, else in the next one (waiting at most ``deadline``)."""
@@ -156,6 +185,7 @@ class RunWriter:
         if obs is not None:
             obs.begin(WRITER_ACTOR)
         # spec: WriterAbortRun -- ABORT(seq, next part): readers raise for this message
+        self._kind = wire.RUN_ABORT
         wire.write_abort(self._chunk, self.seq, self.part, reason)
         obj = self._obj
         try:
