@@ -56,6 +56,7 @@ TLC checks for these steps, with models and bounds: ``spec/README.md``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -91,11 +92,14 @@ from .waiting import (
     SLEEP_KIND,
     SPIN_SECONDS,
     Deadline,
+    Pace,
     Sleeper,
     futex_wait,
     futex_wake,
     wait_for,
 )
+
+_monotonic = time.monotonic
 
 if TYPE_CHECKING:
     from .ring import ShmRingBuffer
@@ -271,9 +275,10 @@ class ReaderCursor(ReaderSide):
         self.actor = reader_actor(reader)
         self._own = ring.layout.read_flag_position(reader)
         self._claim_key = (ring.name, reader)
-        #: How long a wait spins before it sleeps, the longest its first block lasts,
-        #: and the longest a later one lasts (each at most twice the one before).
-        self.spin_seconds = SPIN_SECONDS
+        #: How long a wait spins before it sleeps (:attr:`spin_seconds`), from the
+        #: recent waits; the longest its first block lasts, and the longest a later one
+        #: lasts (each at most twice the one before).
+        self.pace = Pace(SPIN_SECONDS)
         self.max_block = MAX_BLOCK
         self.max_idle_block = MAX_IDLE_BLOCK
         #: What this reader's waits block in (pass it to ``wait_for``): itself, where
@@ -281,6 +286,18 @@ class ReaderCursor(ReaderSide):
         futex = wake_on_publish and SLEEP_KIND == "futex"
         self.sleeper: Sleeper | None = self if futex else None
         self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
+
+    @property
+    def spin_seconds(self) -> float:
+        """:class:`~verifiedring.waiting.Sleeper`: the spin of the wait that begins now
+        (read once per wait): ``SPIN_SECONDS``, or none while the recent messages came
+        after it (:class:`~verifiedring.waiting.Pace`)."""
+        return self.pace.spin()
+
+    @spin_seconds.setter
+    def spin_seconds(self, longest: float) -> None:
+        """The longest spin (0: sleep at once; ``math.inf``: never sleep)."""
+        self.pace.longest = longest
 
     def acquire_read(self, timeout: float | None = None) -> ReadLease:
         """Wait for the next published chunk (:class:`RingTimeoutError` after ``timeout``
@@ -313,13 +330,16 @@ class ReaderCursor(ReaderSide):
         if obs is not None:
             obs.after_step(actor, READER_ANNOUNCE_SLEEP, i, None)
         ready = False
+        lasted = None
         try:
             ready = poll()
             if not ready:
                 # spec: ReaderBlock -- the kernel blocks only while the word is still 1
                 if obs is not None:
                     obs.before_step(actor, READER_BLOCK, i, None)
+                began = _monotonic()
                 futex_wait(self._address, 1, timeout)
+                lasted = _monotonic() - began
                 if obs is not None:
                     obs.after_step(actor, READER_BLOCK, i, None)
         finally:
@@ -329,6 +349,7 @@ class ReaderCursor(ReaderSide):
             words[k] = 0
             if obs is not None:
                 obs.after_step(actor, READER_END_SLEEP, i, None)
+        self.pace.blocked(lasted)
         return ready
 
     def poll(self) -> bool:

@@ -6,13 +6,14 @@
   who waits for what and for how long (the real elapsed time of the call).
 * :func:`wait_for` waits on shared memory: it polls a condition, yielding the
   CPU between polls for the first ``SPIN_SECONDS`` (hand-off latency stays in
-  the microseconds while the peer runs), then, given a :class:`Sleeper` (a
-  ring reader, where ``SLEEP_KIND == "futex"``), blocks in the sleeper until
-  the peer wakes it (at once) or the block's bound passes: ``MAX_BLOCK`` first,
-  each block twice the last up to the sleeper's ``max_idle_block`` (``MAX_IDLE_BLOCK``
-  by default; a local reader whose writer watch runs: ``WATCHED_IDLE_BLOCK``),
-  else sleeps, doubling from ``FIRST_SLEEP`` up to ``MAX_SLEEP`` (about 1,000
-  wake-ups a second).
+  the microseconds while the peer runs; a ring reader's spin follows its recent
+  waits, :class:`Pace`: none while its messages come at a slower rhythm), then,
+  given a :class:`Sleeper` (a ring reader, where ``SLEEP_KIND == "futex"``),
+  blocks in the sleeper until the peer wakes it (at once) or the block's bound
+  passes: ``MAX_BLOCK`` first, each block twice the last up to the sleeper's
+  ``max_idle_block`` (``MAX_IDLE_BLOCK`` by default; a local reader whose writer
+  watch runs: ``WATCHED_IDLE_BLOCK``), else sleeps, doubling from ``FIRST_SLEEP``
+  up to ``MAX_SLEEP`` (about 1,000 wake-ups a second).
 * :func:`wait_readable` waits on something with a blocking, bounded poll (a
   socket): it blocks at most until the deadline or the next stall log.
 
@@ -75,6 +76,7 @@ __all__ = [
     "MAX_IDLE_BLOCK",
     "SLEEP_KIND",
     "Deadline",
+    "Pace",
     "Sleeper",
     "StallLog",
     "block_seconds",
@@ -187,6 +189,46 @@ class StallLog:
     def next_at(self) -> float:
         """When the next line is due."""
         return self._next
+
+
+#: Waits in a row whose message came after their spin (:class:`Pace`) before the next
+#: waits sleep at once.
+LATE_WAITS = 3
+
+
+class Pace:
+    """How long a reader's next wait spins, from how its recent waits ended. Spinning is
+    polling: it changes no step of the protocol, only when the reader sleeps.
+
+    A wait spins ``longest`` seconds. Once ``LATE_WAITS`` waits in a row had their
+    message come later than ``longest`` after they began (each spin burned a core for
+    nothing: a step every few milliseconds), the next waits sleep at once; as soon as
+    one wait's message comes within ``longest`` (a burst), they spin again. :meth:`spin`
+    is read once per wait, at its start; :meth:`blocked` after each of its blocks.
+    """
+
+    __slots__ = ("_blocked", "_late", "_spun", "longest")
+
+    def __init__(self, longest: float) -> None:
+        self.longest = longest
+        self._late = 0
+        self._spun = longest
+        self._blocked = False
+
+    def spin(self) -> float:
+        """The spin of the wait that begins now."""
+        if not self._blocked:
+            self._late = 0  # the last wait ended in its spin
+        self._blocked = False
+        self._spun = 0.0 if self._late >= LATE_WAITS else self.longest
+        return self._spun
+
+    def blocked(self, lasted: float | None) -> None:
+        """A block of the current wait ended after ``lasted`` seconds (None: its
+        re-check found the message, it never blocked)."""
+        self._blocked = True
+        late = lasted is not None and self._spun + lasted > self.longest
+        self._late = self._late + 1 if late else 0
 
 
 class Sleeper(Protocol):
