@@ -1,10 +1,12 @@
 """A reader's spin follows its recent waits (``waiting.Pace``): a step every few
-milliseconds sleeps at once, a burst spins. Spinning is polling: no step changes."""
+milliseconds sleeps at once, a burst spins, and a steady rhythm ends the block just
+before the next step is due to spin for it. Spinning is polling: no step changes."""
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,12 +14,14 @@ import pytest
 from verifiedring import ShmRingBuffer
 from verifiedring.steps import (
     READER_ANNOUNCE_SLEEP,
+    READER_BLOCK,
+    READER_END_SLEEP,
     READER_POLL_READ_FLAG,
     READER_POLL_WRITTEN,
     READER_RELEASE,
 )
 from verifiedring.testing import wait_blocked
-from verifiedring.waiting import LATE_WAITS, SLEEP_KIND, SPIN_SECONDS, Pace
+from verifiedring.waiting import LATE_WAITS, LEAD, RHYTHM, SLEEP_KIND, SPIN_SECONDS, Pace
 
 LONGEST = 1e-3
 LATE = 5e-3  # a block after which the message came later than LONGEST
@@ -148,5 +152,82 @@ def test_a_ring_reader_woken_from_each_block_stops_spinning_after_three(
         assert all(n > 1 for n in waits[:3]), waits  # spun: a batch of polls at least
         # claim()'s one failed poll only (its own flag still set), then asleep at once
         assert waits[3:] == [1, 1]
+    finally:
+        readers_ring.close()
+
+
+def _rhythm(pace: Pace, period: float, last: float) -> None:
+    """``RHYTHM + 1`` arrivals ``period`` apart, the last at ``last``."""
+    for k in range(RHYTHM, -1, -1):
+        pace.arrived(last - k * period)
+
+
+def test_without_enough_arrivals_there_is_no_window() -> None:
+    pace = Pace(LONGEST)
+    for k in range(RHYTHM):
+        pace.arrived(k * 0.01)
+    assert pace.window(RHYTHM * 0.01) is None
+
+
+def test_a_steady_rhythm_ends_the_block_lead_before_the_next_step() -> None:
+    pace = Pace(LONGEST)
+    _rhythm(pace, 0.01, 100.0)
+    assert pace.window(100.001) == pytest.approx(0.01 - LEAD - 0.001)
+    assert pace.window(100.01 - LEAD) is None  # that moment has passed
+
+
+def test_arrivals_spread_by_more_than_half_their_median_gap_have_no_rhythm() -> None:
+    pace = Pace(LONGEST)
+    for t in (0.0, 0.002, 0.012, 0.015, 0.027):  # gaps 2, 10, 3, 12 ms: median 10
+        pace.arrived(t)
+    assert pace.window(0.028) is None
+
+
+def test_a_rhythm_too_fast_to_sleep_through_has_no_window() -> None:
+    pace = Pace(LONGEST)
+    _rhythm(pace, 3 * LEAD, 1.0)
+    assert pace.window(1.0) is None
+
+
+def test_a_block_woken_well_before_its_bound_is_an_arrival_a_timed_out_one_is_not() -> None:
+    pace = Pace(LONGEST)
+    for _ in range(RHYTHM + 1):
+        pace.spin()
+        assert pace.blocked(0.95, None, 1.0) is False  # timed out: no arrival
+    assert pace.window(time.monotonic()) is None
+    start = time.monotonic()
+    for _ in range(RHYTHM + 1):
+        pace.spin()
+        assert pace.blocked(0.001, None, 1.0) is False  # woken: an arrival, now
+    assert pace.window(start) is None  # arrivals microseconds apart: too fast
+
+
+def test_a_block_ended_early_for_the_rhythm_asks_for_a_spin() -> None:
+    pace = Pace(LONGEST)
+    pace.spin()
+    assert pace.blocked(0.008, 0.008, 1.0) is True
+    assert pace.blocked(None, None, 1.0) is False  # the re-check found it: no block
+
+
+@pytest.mark.skipif(SLEEP_KIND != "futex", reason="no futex here")
+def test_a_reader_with_a_rhythm_ends_its_block_early_and_then_only_polls(
+    ring: ShmRingBuffer,
+) -> None:
+    """No message comes: the block ends at the rhythm's window (long before its bound),
+    then the reader polls for twice LEAD after ReaderEndSleep; no other step."""
+    readers_ring = ShmRingBuffer.attach(ring.handle())
+    seen = _Actions()
+    r = readers_ring.reader(0, observer=seen)
+    try:
+        period = 0.02
+        _rhythm(r.pace, period, time.monotonic())
+        began = time.monotonic()
+        assert r.sleep(r.poll, HOLD) is False
+        assert time.monotonic() - began < HOLD / 2  # the window ended it, not the bound
+        poll = [READER_POLL_READ_FLAG, READER_POLL_WRITTEN]  # a fresh ring: nothing written
+        assert seen.actions[:5] == [READER_ANNOUNCE_SLEEP, *poll, READER_BLOCK,
+                                    READER_END_SLEEP]
+        spin = seen.actions[5:]
+        assert spin and spin == poll * (len(spin) // 2)
     finally:
         readers_ring.close()

@@ -56,6 +56,7 @@ TLC checks for these steps, with models and bounds: ``spec/README.md``.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -87,6 +88,7 @@ from .steps import (
     reader_actor,
 )
 from .waiting import (
+    LEAD,
     MAX_BLOCK,
     MAX_IDLE_BLOCK,
     SLEEP_KIND,
@@ -330,7 +332,7 @@ class ReaderCursor(ReaderSide):
         if obs is not None:
             obs.after_step(actor, READER_ANNOUNCE_SLEEP, i, None)
         ready = False
-        lasted = None
+        lasted = early = None
         try:
             ready = poll()
             if not ready:
@@ -338,7 +340,8 @@ class ReaderCursor(ReaderSide):
                 if obs is not None:
                     obs.before_step(actor, READER_BLOCK, i, None)
                 began = _monotonic()
-                futex_wait(self._address, 1, timeout)
+                early = self.pace.window(began)  # ends early, to spin for a rhythm's step
+                futex_wait(self._address, 1, timeout if early is None else min(early, timeout))
                 lasted = _monotonic() - began
                 if obs is not None:
                     obs.after_step(actor, READER_BLOCK, i, None)
@@ -349,8 +352,22 @@ class ReaderCursor(ReaderSide):
             words[k] = 0
             if obs is not None:
                 obs.after_step(actor, READER_END_SLEEP, i, None)
-        self.pace.blocked(lasted)
+        if self.pace.blocked(lasted, early, timeout):
+            # polling, no step: until LEAD past the message's due time
+            ready = self._spin_until(poll, _monotonic() + 2 * LEAD)
+            if ready:
+                self.pace.arrived(_monotonic())
         return ready
+
+    @staticmethod
+    def _spin_until(poll: Callable[[], bool], until: float) -> bool:
+        """Poll, yielding the CPU between polls, until ``poll()`` or ``until`` passes."""
+        yield_cpu = os.sched_yield
+        while not poll():
+            if _monotonic() >= until:
+                return False
+            yield_cpu()
+        return True
 
     def poll(self) -> bool:
         """One non-blocking poll: true when the next chunk is ready to be entered
