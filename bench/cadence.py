@@ -9,7 +9,8 @@ subtracts the stamp (``time.monotonic_ns()``, one clock for all) on return. Each
 reader's and the writer's CPU (``getrusage`` ``RUSAGE_SELF``, all threads) is measured
 from the first timed message to the last, as a share of one core.
 
-Sides: ``verifiedring`` and the vLLM anchors that load (:mod:`bench.anchors`: 0.9.0,
+Sides: ``verifiedring`` (and, when named, the same with a lever of ``waiting.Pace`` off
+in its readers: :data:`LEVERS`) and the vLLM anchors that load (:mod:`bench.anchors`: 0.9.0,
 and 0.33.0, whose ``shm_broadcast.py`` is 0.34's), built as :mod:`bench.channels`
 builds them; ``iceoryx2`` (its Python publish-subscribe, the pickled object in a
 ``Slice[c_uint8]`` sample, and an event service the publisher notifies after each
@@ -64,6 +65,10 @@ from .report import machine
 from .reps import merge, shuffled
 
 ICEORYX = "iceoryx2"
+#: verifiedring with a lever of issue 31 off, in its reader processes (not run unless
+#: asked: ``--sides``): the 1 ms spin before every block and no rhythm (the code before
+#: ``waiting.Pace``), or the pace's spin but no rhythm window.
+LEVERS = {"verifiedring-fixed-spin": ("spin", "window"), "verifiedring-no-rhythm": ("window",)}
 QUEUES = ("verifiedring", *anchors.VERSIONS)
 SIDES = (*QUEUES, ICEORYX, C_FLOOR)
 #: (period in seconds, readers)
@@ -78,8 +83,8 @@ KEYS = ("p50_us", "p99_us", "reader_cpu_percent", "writer_cpu_percent")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench/results", help="directory for cadence.json")
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
-                        help="the sides measured")
+    parser.add_argument("--sides", nargs="+", choices=[*SIDES, *LEVERS], default=list(SIDES),
+                        help="the sides measured (the levers' only when named)")
     parser.add_argument("--seconds", type=float, default=None,
                         help="seconds of steps per run (default 2, quick 1)")
     parser.add_argument("--repeats", type=int, default=None, help="reps (default 2, quick 1)")
@@ -155,7 +160,19 @@ def _take(msg: tuple[int, int, bytes], late: list[float], meter: _Meter) -> int:
 # --- the queues: verifiedring and vLLM --------------------------------------------------
 
 
+def _lever_off(side: str) -> None:
+    """In a reader process of a lever's side: that lever of :class:`waiting.Pace` off."""
+    from verifiedring.waiting import Pace
+
+    off = LEVERS.get(side, ())
+    if "spin" in off:
+        setattr(Pace, "spin", lambda self: self.longest)  # noqa: B010 (a method replaced)
+    if "window" in off:
+        setattr(Pace, "window", lambda self, now: None)  # noqa: B010
+
+
 def _queue_reader(side: str, ends: Any, r: int) -> dict[str, Any]:
+    _lever_off(side)
     recv, ack, close = _queue_ends(side, ends, r)
     late: list[float] = []
     meter = _Meter()
@@ -328,7 +345,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     iox, installed = iceoryx_path() if ICEORYX in args.sides else (None, "not asked")
     if iox is None and ICEORYX in args.sides:
         skipped[ICEORYX] = installed
-    sides = [s for s in SIDES if s in args.sides and s not in skipped]
+    sides = [s for s in (*SIDES, *LEVERS) if s in args.sides and s not in skipped]
     runs = shuffled([(cell, s) for cell in CELLS for s in sides], repeats, args.seed)
     reps: dict[tuple[tuple[float, int], str], list[dict[str, Any]]] = {}
     for i, ((period, readers), side) in enumerate(runs):
