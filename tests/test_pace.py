@@ -174,6 +174,7 @@ def test_a_steady_rhythm_ends_the_block_lead_before_the_next_step() -> None:
     _rhythm(pace, 0.01, 100.0)
     assert pace.window(100.001) == pytest.approx(0.01 - LEAD - 0.001)
     assert pace.window(100.01 - LEAD) is None  # that moment has passed
+    assert pace.window(100.001, 0.005) is None  # the block's bound ends it first
 
 
 def test_arrivals_spread_by_more_than_half_their_median_gap_have_no_rhythm() -> None:

@@ -340,8 +340,8 @@ class ReaderCursor(ReaderSide):
                 if obs is not None:
                     obs.before_step(actor, READER_BLOCK, i, None)
                 began = _monotonic()
-                early = self.pace.window(began)  # ends early, to spin for a rhythm's step
-                futex_wait(self._address, 1, timeout if early is None else min(early, timeout))
+                early = self.pace.window(began, timeout)  # to spin for a rhythm's step
+                futex_wait(self._address, 1, timeout if early is None else early)
                 lasted = _monotonic() - began
                 if obs is not None:
                     obs.after_step(actor, READER_BLOCK, i, None)

@@ -258,11 +258,12 @@ class Pace:
         if len(arrivals) > RHYTHM + 1:
             del arrivals[0]
 
-    def window(self, now: float) -> float | None:
+    def window(self, now: float, bound: float = math.inf) -> float | None:
         """Seconds from ``now`` until the block of a sleeping reader should end, ``LEAD``
         before the next message the recent arrivals' rhythm expects; None without a
         steady rhythm (their gaps spread by more than half their median, or too short to
-        sleep through), or once that moment has passed."""
+        sleep through), once that moment has passed, or if the block's ``bound`` ends it
+        first."""
         a = self._arrivals
         if len(a) <= RHYTHM:
             return None
@@ -271,7 +272,7 @@ class Pace:
         if period < 4 * LEAD or gaps[-1] - gaps[0] > period / 2:
             return None
         early = a[-1] + period - LEAD - now
-        return early if early > 0 else None
+        return early if 0 < early < bound else None
 
 
 class Sleeper(Protocol):
