@@ -168,7 +168,7 @@ def _lever_off(side: str) -> None:
     if "spin" in off:
         setattr(Pace, "spin", lambda self: self.longest)  # noqa: B010 (a method replaced)
     if "window" in off:
-        setattr(Pace, "window", lambda self, now: None)  # noqa: B010
+        setattr(Pace, "window", lambda self, *when: None)  # noqa: B010
 
 
 def _queue_reader(side: str, ends: Any, r: int) -> dict[str, Any]:
