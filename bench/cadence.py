@@ -9,7 +9,7 @@ subtracts the stamp (``time.monotonic_ns()``, one clock for all) on return. Each
 reader's and the writer's CPU (``getrusage`` ``RUSAGE_SELF``, all threads) is measured
 from the first timed message to the last, as a share of one core.
 
-Sides: ``verifiedring`` (and, when named, the same with a lever of ``waiting.Pace`` off
+Sides: ``verifiedring`` (and, when named, the same with a lever of ``pace.Pace`` off
 in its readers: :data:`LEVERS`) and the vLLM anchors that load (:mod:`bench.anchors`: 0.9.0,
 and 0.33.0, whose ``shm_broadcast.py`` is 0.34's), built as :mod:`bench.channels`
 builds them; ``iceoryx2`` (its Python publish-subscribe, the pickled object in a
@@ -67,7 +67,7 @@ from .reps import merge, shuffled
 ICEORYX = "iceoryx2"
 #: verifiedring with a lever of issue 31 off, in its reader processes (not run unless
 #: asked: ``--sides``): the 1 ms spin before every block and no rhythm (the code before
-#: ``waiting.Pace``), or the pace's spin but no rhythm window.
+#: ``pace.Pace``), or the pace's spin but no rhythm window.
 LEVERS = {"verifiedring-fixed-spin": ("spin", "window"), "verifiedring-no-rhythm": ("window",)}
 QUEUES = ("verifiedring", *anchors.VERSIONS)
 SIDES = (*QUEUES, ICEORYX, C_FLOOR)
@@ -161,8 +161,8 @@ def _take(msg: tuple[int, int, bytes], late: list[float], meter: _Meter) -> int:
 
 
 def _lever_off(side: str) -> None:
-    """In a reader process of a lever's side: that lever of :class:`waiting.Pace` off."""
-    from verifiedring.waiting import Pace
+    """In a reader process of a lever's side: that lever of :class:`pace.Pace` off."""
+    from verifiedring.pace import Pace
 
     off = LEVERS.get(side, ())
     if "spin" in off:

@@ -1,4 +1,4 @@
-"""A reader's spin follows its recent waits (``waiting.Pace``): a step every few
+"""A reader's spin follows its recent waits (``verifiedring.pace``): a step every few
 milliseconds sleeps at once, a burst spins, and a steady rhythm ends the block just
 before the next step is due to spin for it. Spinning is polling: no step changes."""
 
@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from verifiedring import ShmRingBuffer
+from verifiedring.pace import LATE_WAITS, LEAD, RHYTHM, Pace
 from verifiedring.steps import (
     READER_ANNOUNCE_SLEEP,
     READER_BLOCK,
@@ -21,7 +22,7 @@ from verifiedring.steps import (
     READER_RELEASE,
 )
 from verifiedring.testing import wait_blocked
-from verifiedring.waiting import LATE_WAITS, LEAD, RHYTHM, SLEEP_KIND, SPIN_SECONDS, Pace
+from verifiedring.waiting import SLEEP_KIND, SPIN_SECONDS
 
 LONGEST = 1e-3
 LATE = 5e-3  # a block after which the message came later than LONGEST

@@ -56,8 +56,6 @@ TLC checks for these steps, with models and bounds: ``spec/README.md``.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -65,6 +63,7 @@ from .cursor_base import ReaderSide, WriterSide, claimed_roles
 from .layout import WRITTEN_POSITION
 from .leases import ReadLease, WriteLease
 from .ordering import fence
+from .pace import Pace
 from .steps import (
     READER_ANNOUNCE_SLEEP,
     READER_BLOCK,
@@ -88,20 +87,16 @@ from .steps import (
     reader_actor,
 )
 from .waiting import (
-    LEAD,
     MAX_BLOCK,
     MAX_IDLE_BLOCK,
     SLEEP_KIND,
     SPIN_SECONDS,
     Deadline,
-    Pace,
     Sleeper,
     futex_wait,
     futex_wake,
     wait_for,
 )
-
-_monotonic = time.monotonic
 
 if TYPE_CHECKING:
     from .ring import ShmRingBuffer
@@ -277,9 +272,9 @@ class ReaderCursor(ReaderSide):
         self.actor = reader_actor(reader)
         self._own = ring.layout.read_flag_position(reader)
         self._claim_key = (ring.name, reader)
-        #: How long a wait spins before it sleeps (:attr:`spin_seconds`), from the
-        #: recent waits; the longest its first block lasts, and the longest a later one
-        #: lasts (each at most twice the one before).
+        #: How long a wait spins (:attr:`spin_seconds`; ``pace.longest`` the most), the
+        #: longest its first block lasts, and the longest a later one lasts (each at
+        #: most twice the one before).
         self.pace = Pace(SPIN_SECONDS)
         self.max_block = MAX_BLOCK
         self.max_idle_block = MAX_IDLE_BLOCK
@@ -291,15 +286,8 @@ class ReaderCursor(ReaderSide):
 
     @property
     def spin_seconds(self) -> float:
-        """:class:`~verifiedring.waiting.Sleeper`: the spin of the wait that begins now
-        (read once per wait): ``SPIN_SECONDS``, or none while the recent messages came
-        after it (:class:`~verifiedring.waiting.Pace`)."""
+        """The spin of the wait that begins now (:class:`~verifiedring.pace.Pace`)."""
         return self.pace.spin()
-
-    @spin_seconds.setter
-    def spin_seconds(self, longest: float) -> None:
-        """The longest spin (0: sleep at once; ``math.inf``: never sleep)."""
-        self.pace.longest = longest
 
     def acquire_read(self, timeout: float | None = None) -> ReadLease:
         """Wait for the next published chunk (:class:`RingTimeoutError` after ``timeout``
@@ -332,17 +320,13 @@ class ReaderCursor(ReaderSide):
         if obs is not None:
             obs.after_step(actor, READER_ANNOUNCE_SLEEP, i, None)
         ready = False
-        lasted = early = None
         try:
             ready = poll()
             if not ready:
                 # spec: ReaderBlock -- the kernel blocks only while the word is still 1
                 if obs is not None:
                     obs.before_step(actor, READER_BLOCK, i, None)
-                began = _monotonic()
-                early = self.pace.window(began, timeout)  # to spin for a rhythm's step
-                futex_wait(self._address, 1, timeout if early is None else early)
-                lasted = _monotonic() - began
+                self.pace.block(futex_wait, self._address, timeout)  # early for a rhythm
                 if obs is not None:
                     obs.after_step(actor, READER_BLOCK, i, None)
         finally:
@@ -352,22 +336,7 @@ class ReaderCursor(ReaderSide):
             words[k] = 0
             if obs is not None:
                 obs.after_step(actor, READER_END_SLEEP, i, None)
-        if self.pace.blocked(lasted, early, timeout):
-            # polling, no step: until LEAD past the message's due time
-            ready = self._spin_until(poll, _monotonic() + 2 * LEAD)
-            if ready:
-                self.pace.arrived(_monotonic())
-        return ready
-
-    @staticmethod
-    def _spin_until(poll: Callable[[], bool], until: float) -> bool:
-        """Poll, yielding the CPU between polls, until ``poll()`` or ``until`` passes."""
-        yield_cpu = os.sched_yield
-        while not poll():
-            if _monotonic() >= until:
-                return False
-            yield_cpu()
-        return True
+        return ready or self.pace.after_sleep(poll, timeout)  # polls: no step
 
     def poll(self) -> bool:
         """One non-blocking poll: true when the next chunk is ready to be entered

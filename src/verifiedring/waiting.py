@@ -7,7 +7,7 @@
 * :func:`wait_for` waits on shared memory: it polls a condition, yielding the
   CPU between polls for the first ``SPIN_SECONDS`` (hand-off latency stays in
   the microseconds while the peer runs; a ring reader's spin follows its recent
-  waits, :class:`Pace`: none while its messages come at a slower rhythm), then,
+  waits, :class:`~verifiedring.pace.Pace`), then,
   given a :class:`Sleeper` (a ring reader, where ``SLEEP_KIND == "futex"``),
   blocks in the sleeper until the peer wakes it (at once) or the block's bound
   passes: ``MAX_BLOCK`` first, each block twice the last up to the sleeper's
@@ -76,7 +76,6 @@ __all__ = [
     "MAX_IDLE_BLOCK",
     "SLEEP_KIND",
     "Deadline",
-    "Pace",
     "Sleeper",
     "StallLog",
     "block_seconds",
@@ -189,90 +188,6 @@ class StallLog:
     def next_at(self) -> float:
         """When the next line is due."""
         return self._next
-
-
-#: Waits in a row whose message came after their spin (:class:`Pace`) before the next
-#: waits sleep at once.
-LATE_WAITS = 3
-#: How long before a message expected by the rhythm (:class:`Pace`) a sleeping reader's
-#: block ends, so that it spins for the message instead (and as long after).
-LEAD = 150e-6
-#: The arrival gaps a rhythm is judged on (:meth:`Pace.window`).
-RHYTHM = 4
-
-
-class Pace:
-    """How long a reader's next wait spins, from how its recent waits ended. Spinning is
-    polling: it changes no step of the protocol, only when the reader sleeps.
-
-    A wait spins ``longest`` seconds. Once ``LATE_WAITS`` waits in a row had their
-    message come later than ``longest`` after they began (each spin burned a core for
-    nothing: a step every few milliseconds), the next waits sleep at once; as soon as
-    one wait's message comes within ``longest`` (a burst), they spin again. :meth:`spin`
-    is read once per wait, at its start; :meth:`blocked` after each of its blocks.
-
-    A sleeping reader whose messages keep a rhythm (a step every few milliseconds)
-    ends its block ``LEAD`` before the next one is due (:meth:`window`) and spins for it
-    at most twice ``LEAD``: the writer finds it awake and has no one to wake, and the
-    message is taken at a spin's latency, not a wake-up's, at a small share of a core.
-    """
-
-    __slots__ = ("_arrivals", "_blocked", "_late", "_spun", "longest")
-
-    def __init__(self, longest: float) -> None:
-        self.longest = longest
-        self._late = 0
-        self._spun = longest
-        self._blocked = False
-        self._arrivals: list[float] = []
-
-    def spin(self) -> float:
-        """The spin of the wait that begins now."""
-        if not self._blocked:
-            self._late = 0  # the last wait ended in its spin
-        self._blocked = False
-        self._spun = 0.0 if self._late >= LATE_WAITS else self.longest
-        return self._spun
-
-    def blocked(self, lasted: float | None, early: float | None = None,
-                bound: float = math.inf) -> bool:
-        """A block of the current wait ended after ``lasted`` seconds (None: its
-        re-check found the message, it never blocked), of its ``bound``, or ``early`` if
-        :meth:`window` set one. Whether the reader should now spin for the message: its
-        block ended early for it. A block woken well before its bound was woken for a
-        message (or a cut): its arrival counts towards the rhythm."""
-        self._blocked = True
-        late = lasted is not None and self._spun + lasted > self.longest
-        self._late = self._late + 1 if late else 0
-        if lasted is None:
-            return False
-        if early is None and lasted < bound * 0.9:
-            self.arrived(_monotonic())
-        return early is not None
-
-    def arrived(self, now: float) -> None:
-        """A message came at ``now`` to a sleeping reader (it was woken, or its spin
-        after an early end of its block found it)."""
-        arrivals = self._arrivals
-        arrivals.append(now)
-        if len(arrivals) > RHYTHM + 1:
-            del arrivals[0]
-
-    def window(self, now: float, bound: float = math.inf) -> float | None:
-        """Seconds from ``now`` until the block of a sleeping reader should end, ``LEAD``
-        before the next message the recent arrivals' rhythm expects; None without a
-        steady rhythm (their gaps spread by more than half their median, or too short to
-        sleep through), once that moment has passed, or if the block's ``bound`` ends it
-        first."""
-        a = self._arrivals
-        if len(a) <= RHYTHM:
-            return None
-        gaps = sorted(a[i + 1] - a[i] for i in range(RHYTHM))
-        period = gaps[RHYTHM // 2]
-        if period < 4 * LEAD or gaps[-1] - gaps[0] > period / 2:
-            return None
-        early = a[-1] + period - LEAD - now
-        return early if 0 < early < bound else None
 
 
 class Sleeper(Protocol):
