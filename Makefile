@@ -46,9 +46,10 @@ lint:  ## ruff (style, complexity and size rules) and mypy (strict on src, bench
 	$(PYTHON) -m ruff check src tests stress bench spec
 	$(PYTHON) -m mypy
 
-bench:  ## the report (bench.json), idle_anchors (idle.json), per-op CPU (per_op.json), then the PNG plots and the README's table from them (python -m bench: every bench)
+bench:  ## the report (bench.json), idle_anchors (idle.json), the cadence (cadence.json), per-op CPU (per_op.json), then the PNG plots and the README's table from them (python -m bench: every bench)
 	$(PYTHON) -m bench report $(BENCH_ARGS)
 	$(PYTHON) -m bench idle_anchors $(IDLE_ARGS)
+	$(PYTHON) -m bench cadence $(CADENCE_ARGS)
 	$(PYTHON) -m bench per_op
 	$(PYTHON) -m bench plots
 	$(PYTHON) -m bench readme

@@ -1,17 +1,20 @@
 /* futex_floor: the C floor of a wake after idle (bench/idle_anchors.py builds and runs it).
 
-   usage: futex_floor GAP_S [GAP_S ...]
+   usage: futex_floor [-w WAITERS] GAP_S [GAP_S ...]
 
-   Two processes (fork) share one anonymous mapping. For each GAP_S in order, the waiter
-   is blocked in FUTEX_WAIT on a 32-bit word; the waker sleeps GAP_S seconds, stamps
-   CLOCK_MONOTONIC, stores the stamp and then the word (release) and calls FUTEX_WAKE,
-   as the library's writer does; the waiter stamps on return. Then the waker waits (a
-   futex too) until the waiter has recorded the sample and is about to block again.
-   Prints one JSON object on stdout: {"gaps_s": [...], "one_way_ns": [...]}, one
-   latency per gap, in the given order. Exit status 2 on bad arguments, 1 on a failed
+   WAITERS + 1 processes (fork) share one anonymous mapping. For each GAP_S in order,
+   the waiters (1 unless -w says more, up to MAX_WAITERS) are blocked in FUTEX_WAIT on
+   one 32-bit word; the waker sleeps GAP_S seconds, stamps CLOCK_MONOTONIC, stores the
+   stamp and then the word (release) and calls FUTEX_WAKE for all of them, as the
+   library's writer wakes its sleeping readers; each waiter stamps on return. Then the
+   waker waits (a futex too) until every waiter has recorded the sample and is about to
+   block again. Prints one JSON object on stdout:
+   {"gaps_s": [...], "waiters": W, "one_way_ns": [...]}, W latencies per gap (waiter 0
+   first), the gaps in the given order. Exit status 2 on bad arguments, 1 on a failed
    system call. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,12 +26,13 @@
 #include <unistd.h>
 
 #define MAX_GAPS 4096
+#define MAX_WAITERS 8
 
 struct shared {
     uint32_t word;  /* the sample number published; the waiter blocks on it */
-    uint32_t done;  /* the sample number the waiter has recorded; the waker blocks on it */
+    uint32_t done;  /* the samples the waiters have recorded; the waker blocks on it */
     int64_t stamp;  /* the waker's CLOCK_MONOTONIC just before the store */
-    int64_t late[MAX_GAPS];
+    int64_t late[MAX_GAPS * MAX_WAITERS];
 };
 
 static int64_t now_ns(void) {
@@ -48,24 +52,38 @@ static void futex_wait(uint32_t *addr, uint32_t seen) {
     }
 }
 
-static void publish(uint32_t *addr, uint32_t value) {
-    __atomic_store_n(addr, value, __ATOMIC_RELEASE);
-    if (syscall(SYS_futex, addr, FUTEX_WAKE, 1, NULL, NULL, 0) == -1) {
+static void wake(uint32_t *addr) {
+    if (syscall(SYS_futex, addr, FUTEX_WAKE, INT_MAX, NULL, NULL, 0) == -1) {
         perror("futex_floor: FUTEX_WAKE");
         exit(1);
     }
 }
 
-static void waiter(struct shared *s, int n) {
+static void publish(uint32_t *addr, uint32_t value) {
+    __atomic_store_n(addr, value, __ATOMIC_RELEASE);
+    wake(addr);
+}
+
+static void waiter(struct shared *s, int n, int w, int waiters) {
     for (uint32_t i = 1; i <= (uint32_t)n; i++) {
         futex_wait(&s->word, i - 1);
         int64_t t = now_ns();
-        s->late[i - 1] = t - s->stamp;
-        publish(&s->done, i);
+        s->late[(i - 1) * (uint32_t)waiters + (uint32_t)w] = t - s->stamp;
+        if (__atomic_add_fetch(&s->done, 1, __ATOMIC_ACQ_REL) == i * (uint32_t)waiters) {
+            wake(&s->done);  /* the last waiter of this sample */
+        }
     }
 }
 
-static void waker(struct shared *s, const double *gaps, int n) {
+static void all_done(struct shared *s, uint32_t target) {
+    /* returns once every waiter has recorded its sample: done == target */
+    uint32_t seen;
+    while ((seen = __atomic_load_n(&s->done, __ATOMIC_ACQUIRE)) != target) {
+        futex_wait(&s->done, seen);
+    }
+}
+
+static void waker(struct shared *s, const double *gaps, int n, int waiters) {
     for (uint32_t i = 1; i <= (uint32_t)n; i++) {
         double g = gaps[i - 1];
         struct timespec d = {(time_t)g, (long)((g - (double)(time_t)g) * 1e9)};
@@ -73,22 +91,35 @@ static void waker(struct shared *s, const double *gaps, int n) {
         }
         s->stamp = now_ns();
         publish(&s->word, i);  /* the release store orders the stamp before the word */
-        futex_wait(&s->done, i - 1);
+        all_done(s, i * (uint32_t)waiters);
     }
 }
 
 int main(int argc, char **argv) {
-    int n = argc - 1;
+    int first = 1, waiters = 1;
+    if (argc > 2 && argv[1][0] == '-' && argv[1][1] == 'w' && argv[1][2] == '\0') {
+        char *end;
+        long w = strtol(argv[2], &end, 10);
+        if (*end != '\0' || w < 1 || w > MAX_WAITERS) {
+            fprintf(stderr, "futex_floor: -w wants 1..%d waiters, got %s\n", MAX_WAITERS,
+                    argv[2]);
+            return 2;
+        }
+        waiters = (int)w;
+        first = 3;
+    }
+    int n = argc - first;
     if (n < 1 || n > MAX_GAPS) {
-        fprintf(stderr, "usage: futex_floor GAP_S [GAP_S ...] (1..%d gaps)\n", MAX_GAPS);
+        fprintf(stderr, "usage: futex_floor [-w WAITERS] GAP_S [GAP_S ...] (1..%d gaps)\n",
+                MAX_GAPS);
         return 2;
     }
-    double gaps[MAX_GAPS];
+    static double gaps[MAX_GAPS];
     for (int i = 0; i < n; i++) {
         char *end;
-        gaps[i] = strtod(argv[i + 1], &end);
+        gaps[i] = strtod(argv[first + i], &end);
         if (*end != '\0' || !(gaps[i] >= 0.0)) {
-            fprintf(stderr, "futex_floor: not a gap in seconds: %s\n", argv[i + 1]);
+            fprintf(stderr, "futex_floor: not a gap in seconds: %s\n", argv[first + i]);
             return 2;
         }
     }
@@ -98,27 +129,33 @@ int main(int argc, char **argv) {
         perror("futex_floor: mmap");
         return 1;
     }
-    pid_t pid = fork();
-    if (pid == -1) {
-        perror("futex_floor: fork");
-        return 1;
+    pid_t pids[MAX_WAITERS];
+    for (int w = 0; w < waiters; w++) {
+        pids[w] = fork();
+        if (pids[w] == -1) {
+            perror("futex_floor: fork");
+            return 1;
+        }
+        if (pids[w] == 0) {
+            waiter(s, n, w, waiters);
+            _exit(0);
+        }
     }
-    if (pid == 0) {
-        waiter(s, n);
-        _exit(0);
-    }
-    waker(s, gaps, n);
-    int status;
-    if (waitpid(pid, &status, 0) == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "futex_floor: the waiter did not exit cleanly\n");
-        return 1;
+    waker(s, gaps, n, waiters);
+    for (int w = 0; w < waiters; w++) {
+        int status;
+        if (waitpid(pids[w], &status, 0) == -1 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "futex_floor: waiter %d did not exit cleanly\n", w);
+            return 1;
+        }
     }
     printf("{\"gaps_s\": [");
     for (int i = 0; i < n; i++) {
         printf("%s%.6g", i ? ", " : "", gaps[i]);
     }
-    printf("], \"one_way_ns\": [");
-    for (int i = 0; i < n; i++) {
+    printf("], \"waiters\": %d, \"one_way_ns\": [", waiters);
+    for (int i = 0; i < n * waiters; i++) {
         printf("%s%lld", i ? ", " : "", (long long)s->late[i]);
     }
     printf("]}\n");

@@ -12,7 +12,8 @@ and writes into ``DIR`` the PNGs of the figures they hold:
   queue, with the target line);
 * ``per_op.json``: ``per_op_cpu.png`` (per queue beside pickle alone, labelled with
   the ratio to pickle, with the target line);
-* all three: ``ratios_vs_targets.png``, every figure of the README's table that
+* all of them (``cadence.json`` of :mod:`bench.cadence` too): ``ratios_vs_targets.png``,
+  every figure of the README's table that
   :func:`bench.readme.targets` gives: a bar per ratio (per column of its row), met
   or short coloured against its target, grey without one.
 
@@ -228,8 +229,8 @@ def ratios_vs_targets(targets: list[readme.Target]) -> Figure | None:
     return fig
 
 
-def figures(bench: Json | None, idle: Json | None, per_op: Json | None
-            ) -> dict[str, Callable[[], Figure | None]]:
+def figures(bench: Json | None, idle: Json | None, per_op: Json | None,
+            cadence: Json | None = None) -> dict[str, Callable[[], Figure | None]]:
     """The PNGs' names and how to draw each, for the JSON files given."""
     out: dict[str, Callable[[], Figure | None]] = {}
     for data, plots in ((bench, (roundtrip_vs_size, throughput_vs_readers, large_objects,
@@ -240,7 +241,7 @@ def figures(bench: Json | None, idle: Json | None, per_op: Json | None
                 out[f"{fn.__name__}.png"] = partial(fn, data)
     if bench is not None:
         out["ratios_vs_targets.png"] = partial(ratios_vs_targets,
-                                               readme.targets(bench, per_op, idle))
+                                               readme.targets(bench, per_op, idle, cadence))
     return out
 
 
@@ -255,10 +256,10 @@ def draw(results: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bench, idle, per_op = (readme.load_json(results / f"{n}.json")
-                           for n in ("bench", "idle", "per_op"))
+    bench, idle, per_op, cadence = (readme.load_json(results / f"{n}.json")
+                                    for n in ("bench", "idle", "per_op", "cadence"))
     made = []
-    for name, draw_one in figures(bench, idle, per_op).items():
+    for name, draw_one in figures(bench, idle, per_op, cadence).items():
         fig = draw_one()
         if fig is not None:
             made.append(results / name)

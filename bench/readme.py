@@ -1,16 +1,16 @@
 """readme: the README's results table, written from the JSON of the last bench run.
 
 ``python -m bench readme`` reads ``<results>/bench.json`` (:mod:`bench.report`),
-``<results>/per_op.json`` (:mod:`bench.per_op`) and ``<results>/idle.json`` (the idle
+``<results>/per_op.json`` (:mod:`bench.per_op`), ``<results>/idle.json`` (the idle
 bench: ``{"queues": {name: {"first_message_us": {gap: {"p50", "p90"}},
 "idle_cpu_percent": x}}, "c_futex_floor_us": {gap: {"p50", "p90"}}, "readers": n,
-"idle_window_s": [a, b]}``, :mod:`bench.idle_anchors`), each
-optional but ``bench.json``, and rewrites the lines between the README's
-``bench-results`` markers (the marker lines and everything outside them are kept
-verbatim). The first line says the machine and its load; then one row per figure
-of issue 20, columns what | verifiedring | vLLM 0.9 | vLLM 0.33 | floor | ratio |
-target, the target marked met or short. A row whose figures are not in the JSON is
-left out. "vLLM" in a ratio is the faster of the anchors in that row.
+"idle_window_s": [a, b]}``, :mod:`bench.idle_anchors`) and ``<results>/cadence.json``
+(:mod:`bench.cadence`: a step every T to R readers), each optional but ``bench.json``,
+and rewrites the lines between the README's ``bench-results`` markers (the marker lines
+and everything outside them are kept verbatim). The first line says the machine and its
+load; then one row per figure of issues 20 and 31, columns what | verifiedring | vLLM
+0.9 | vLLM 0.33 | floor | ratio | target, the target marked met or short. A row whose
+figures are not in the JSON is left out. "vLLM" in a ratio is the faster of the anchors in that row.
 
 Each row also carries its figures as :class:`Target` objects (:func:`targets`: each
 ratio of the table, or the figure its target bounds, with the target if it has one),
@@ -35,7 +35,8 @@ KIB = 1024
 Cells = list[str]
 #: The rows' order, by the start of their first cell: issue 20's rows, then the others.
 ORDER = ("1 KiB round trip, 1 reader", "1 KiB streamed, 1 reader", "1 KiB round trip, 2 / 3",
-         "CPU per enqueue", "first message after", "idle reader CPU", "2 MiB object",
+         "CPU per enqueue", "first message after", "idle reader CPU", "a 1 KiB step every 10",
+         "a 1 KiB step every 2", "2 MiB object",
          "64 MiB object", "64 KiB / 1 MiB", "1 KiB streamed, 2 / 3", "remote reader")
 
 
@@ -276,7 +277,7 @@ def idle_rows(idle: dict[str, Any] | None) -> list[Row]:
         floor = [futex[g]["p50"] if g in futex else None for g in gaps]
         rs = [ratio_of(v, f) for v, f in zip(p50s(VR), floor, strict=True)]
         t = Target("first message after idle / C futex", tuple(zip(map(gap_label, gaps), rs,
-                   strict=True)), 2, "<= 2x C futex")
+                   strict=True)), 3, "<= 3x C futex")
         readers = (idle or {}).get("readers", 2)
         out.append(Row([f"first message after {' / '.join(gap_label(g) for g in gaps)} idle, "
                         f"{readers} readers (p50)", joined(p50s(VR), us, " µs"),
@@ -295,6 +296,61 @@ def idle_rows(idle: dict[str, Any] | None) -> list[Row]:
         out.append(Row([f"idle reader CPU{when}", cpu(VR), *(cpu(a) for a in ANCHORS), "", ""],
                        (Target("idle reader CPU (% of a core)", one(x), 0.01, "<= 0.01 %",
                                fmt=cpu_percent),)))
+    return out
+
+
+ICEORYX, C_FUTEX = "iceoryx2", "c-futex"
+#: Per period of the cadence bench: the p50 target's base ("C futex" or "vLLM") and
+#: bound, the p99 bound over vLLM's (None: no p99 target), the CPU per reader bound (%).
+CADENCE_TARGETS = {0.01: ("C futex", 3.0, 1.0, 3.0), 0.002: ("vLLM", 1.0, None, 15.0)}
+
+
+def _step_cell(row: dict[str, Any] | None) -> str:
+    """``27.0 / 290 µs, CPU 10.5 % / 0.8 %`` (p50 / p99; per reader / the writer)."""
+    if row is None:
+        return ""
+    text = joined([row["p50_us"], row["p99_us"]], us, " µs")
+    if "reader_cpu_percent" in row:
+        text += f", CPU {row['reader_cpu_percent']:.3g} % / {row['writer_cpu_percent']:.3g} %"
+    return text
+
+
+def cadence_rows(cadence: dict[str, Any] | None) -> list[Row]:
+    """One row per cell of :mod:`bench.cadence`: p50 / p99 one-way and CPU per reader
+    and writer per queue; the floor column holds the C futex wake of as many waiters
+    and iceoryx2's figures."""
+    out: list[Row] = []
+    for cell in ((cadence or {}).get("cells") or {}).values():
+        sides = cell["sides"]
+        vr = sides.get(VR)
+        if vr is None:
+            continue
+        period, n = float(cell["period_s"]), int(cell["readers"])
+        base_name, p50_bound, p99_bound, cpu_bound = CADENCE_TARGETS.get(
+            period, ("C futex", None, None, None))
+        vllm = [sides[a] for a in ANCHORS if a in sides]
+        best_p50 = _best([a["p50_us"] for a in vllm], True)
+        best_p99 = _best([a["p99_us"] for a in vllm], True)
+        floor = sides.get(C_FUTEX)
+        base = best_p50 if base_name == "vLLM" else floor["p50_us"] if floor else None
+        to_base, to_p99 = ratio_of(vr["p50_us"], base), ratio_of(vr["p99_us"], best_p99)
+        what = f"a 1 KiB step every {period * 1000:g} ms, {n} reader{'s' if n > 1 else ''}"
+        others = [f"C futex: {us(floor['p50_us'])}" if floor else "",
+                  f"iceoryx2: {_step_cell(sides[ICEORYX])}" if ICEORYX in sides else ""]
+        ratio = ", ".join(f"{label} {times(r)} {whom}" for label, r, whom in (
+            ("p50", to_base, base_name), ("p99", to_p99, "vLLM")) if r is not None)
+        figures = [Target(f"{what}: p50 / {base_name}", one(to_base), p50_bound,
+                          f"p50 <= {p50_bound:g}x {base_name}" if p50_bound else "")]
+        if p99_bound is not None:
+            figures.append(Target(f"{what}: p99 / vLLM", one(to_p99), p99_bound,
+                                  f"p99 <= {p99_bound:g}x vLLM"))
+        if cpu_bound is not None:
+            figures.append(Target(f"{what}: CPU per reader (% of a core)",
+                                  one(vr.get("reader_cpu_percent")), cpu_bound,
+                                  f"CPU per reader <= {cpu_bound:g} %", fmt=cpu_percent))
+        out.append(Row([f"{what} (p50 / p99, CPU per reader / writer)", _step_cell(vr),
+                        *(_step_cell(sides.get(a)) for a in ANCHORS),
+                        "; ".join(o for o in others if o), ratio], tuple(figures)))
     return out
 
 
@@ -342,25 +398,27 @@ def machine_line(bench: dict[str, Any]) -> str:
 
 
 def rows(bench: dict[str, Any], per_op: dict[str, Any] | None,
-         idle: dict[str, Any] | None) -> list[Row]:
+         idle: dict[str, Any] | None, cadence: dict[str, Any] | None = None) -> list[Row]:
     """The rows the JSON has figures for, in ``ORDER``."""
     found = [*roundtrip_rows(bench), *stream_rows(bench), *per_op_rows(per_op),
-             *idle_rows(idle), *large_rows(bench, per_op)]
+             *idle_rows(idle), *cadence_rows(cadence), *large_rows(bench, per_op)]
     found.sort(key=lambda r: next(i for i, p in enumerate(ORDER) if r.cells[0].startswith(p)))
     return found
 
 
 def targets(bench: dict[str, Any], per_op: dict[str, Any] | None,
-            idle: dict[str, Any] | None) -> list[Target]:
+            idle: dict[str, Any] | None, cadence: dict[str, Any] | None = None
+            ) -> list[Target]:
     """Every row's figures, in the table's order: each ratio it shows, or the figure
     its target bounds, with the target if it has one."""
-    return [t for r in rows(bench, per_op, idle) for t in r.figures]
+    return [t for r in rows(bench, per_op, idle, cadence) for t in r.figures]
 
 
 def render(bench: dict[str, Any], per_op: dict[str, Any] | None,
-           idle: dict[str, Any] | None) -> list[str]:
+           idle: dict[str, Any] | None, cadence: dict[str, Any] | None = None) -> list[str]:
     """The lines between the markers: the machine line, a blank line, the table."""
-    table = [HEADER, ["---"] * len(HEADER), *(r.all_cells() for r in rows(bench, per_op, idle))]
+    table = [HEADER, ["---"] * len(HEADER),
+             *(r.all_cells() for r in rows(bench, per_op, idle, cadence))]
     return [machine_line(bench), "", *("| " + " | ".join(r) + " |" for r in table)]
 
 
@@ -386,7 +444,8 @@ def main(args: argparse.Namespace) -> int:
     if bench is None:
         print(f"no {results / 'bench.json'}: run python -m bench report first")
         return 1
-    lines = render(bench, load_json(results / "per_op.json"), load_json(results / "idle.json"))
+    lines = render(bench, load_json(results / "per_op.json"), load_json(results / "idle.json"),
+                   load_json(results / "cadence.json"))
     readme.write_text(rewrite(readme.read_text(), lines))
     print(f"wrote {len(lines)} lines into {readme}")
     return 0

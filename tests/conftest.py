@@ -34,6 +34,7 @@ SLOW = frozenset({
     "test_queue_stateful.py",  # the queue and run machines, and their coverage floors
     "test_dist_gloo.py",  # gloo worlds of processes
     "test_bench_idle.py::test_quick_run_of_verifiedring_alone_writes_the_documented_json",
+    "test_bench_cadence.py",  # a short run: 8 runs of processes
     "test_tensor_arena.py::test_arena_machine",
     "test_tensor_arena.py::test_three_reader_processes_get_exact_bytes_through_the_arena",
     "test_dist_paths.py::test_random_structures_round_trip_by_walk_and_plan",

@@ -54,7 +54,8 @@ def test_quick_run_of_verifiedring_alone_writes_the_documented_json(
     assert ours["idle_cpu_percent"] == pytest.approx(
         sum(ours["idle_cpu_percent_per_reader"]) / 2)
     if floor:
-        _check_gaps(report["c_futex_floor_us"], per_reader)
+        waiters = {g: 2 * n for g, n in per_reader.items()}  # as many as the readers
+        _check_gaps(report["c_futex_floor_us"], waiters)
         assert report["skipped"] == {}
         ratios = report["ratios"]["verifiedring/c-futex"]
         assert sorted(ratios) == sorted(per_reader)
@@ -89,3 +90,14 @@ def test_without_a_compiler_the_floor_says_why(
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert idle_anchors.build_floor(tmp_path) == (None, "not built: no C compiler (cc) on PATH")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on PATH")
+def test_the_c_floor_wakes_as_many_waiters_as_asked_one_sample_each_per_gap(
+    tmp_path: Path
+) -> None:
+    exe, state = idle_anchors.build_floor(tmp_path)
+    assert state == "built" and exe is not None
+    got = idle_anchors.run_floor(exe, [0.01, 0.002, 0.005], waiters=3)
+    assert [g for g, _ in got] == [0.01] * 3 + [0.002] * 3 + [0.005] * 3
+    assert all(us > 0 for _, us in got)

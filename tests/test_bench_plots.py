@@ -85,12 +85,12 @@ def test_the_figures_against_their_targets_each_labelled_and_coloured() -> None:
     assert fig is not None
     met, short, none = (colors.to_rgba(c) for c in (plots.MET, plots.SHORT, plots.NO_TARGET))
     assert [p.get_facecolor() for p in fig.axes[0].patches] == [
-        met, met, met, met, short, met, met, short, met, short, met, none, none]
+        met, met, met, met, short, met, met, met, met, short, met, none, none]
     from matplotlib.collections import LineCollection
 
     bounds = [seg[0][1] for c in fig.axes[0].collections if isinstance(c, LineCollection)
               for seg in c.get_segments()]
-    assert bounds == [0.33, 2.5, 3, 2.5, 2.5, 3, 2, 2, 0.01, 0.09, 2]
+    assert bounds == [0.33, 2.5, 3, 2.5, 2.5, 3, 3, 3, 0.01, 0.09, 2]
 
 
 def test_first_message_bars_carry_their_ratio_to_the_c_futex_floor() -> None:

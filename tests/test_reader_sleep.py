@@ -148,7 +148,7 @@ def test_publish_between_the_failed_poll_and_the_announcement(
     at_announce, written = threading.Event(), threading.Event()
     hooks = Hooks({READER_ANNOUNCE_SLEEP: _set_then_wait(at_announce, written, "the write")})
     p = pair_factory(reader_hooks=hooks)
-    p.r.spin_seconds = 0.0
+    p.r.pace.longest = 0.0
     t = p.read_in_thread(1)
     _wait(at_announce, "the reader's announcement")
     p.write(b"one")
@@ -176,7 +176,7 @@ def test_publish_between_the_recheck_and_the_block(pair_factory: Callable[..., P
         WRITER_PUBLISH: _set_then_wait(at_publish, at_block, "the reader at ReaderBlock"),
     })
     p = pair_factory(reader_hooks=reader_hooks, writer_hooks=writer_hooks)
-    p.r.spin_seconds = 0.0
+    p.r.pace.longest = 0.0
     t = p.read_in_thread(1)
     p.write(b"two")
     written.set()
@@ -365,7 +365,7 @@ def test_a_cut_between_the_recheck_and_the_block_ends_the_block_at_once(
     reader_hooks = Hooks({})
     p = pair_factory(reader_hooks=reader_hooks)
     reader_hooks.hooks[READER_BLOCK] = p.r.cut_sleep  # the cut, right before the wait
-    p.r.spin_seconds = 0.0
+    p.r.pace.longest = 0.0
     t0 = time.monotonic()
     assert p.r.sleep(lambda: False, BOUND) is False
     assert time.monotonic() - t0 < LATE, "the cut's wake was lost: the block ran its bound"
@@ -386,7 +386,7 @@ def test_a_signal_in_the_cut_still_wakes_the_reader(pair_factory: Callable[..., 
                 woken.append(time.monotonic())
 
     p = pair_factory(reader_hooks=BlockEnds({READER_BLOCK: at_block.set}))
-    p.r.spin_seconds = 0.0
+    p.r.pace.longest = 0.0
     t = p.read_in_thread(1)
     _wait(at_block, "the reader at its futex wait")  # the cut's clear or wake ends it
 

@@ -194,7 +194,7 @@ class RingMachine(RuleBasedStateMachine):
         self.sleepy = sleepy and SLEEPS
         for r in readers:
             # sleepy: a failed poll goes to sleep at once; else the wait spins for ever
-            r.spin_seconds = 0.0 if self.sleepy else math.inf
+            r.pace.longest = 0.0 if self.sleepy else math.inf
             r.max_block = 1e6  # only a WriterWake (or teardown) ends a block
         self.threads.append(sched.start_actor(WRITER_ACTOR, partial(_writer_body, sched, writer)))
         for r in readers:

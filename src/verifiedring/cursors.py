@@ -63,6 +63,7 @@ from .cursor_base import ReaderSide, WriterSide, claimed_roles
 from .layout import WRITTEN_POSITION
 from .leases import ReadLease, WriteLease
 from .ordering import fence
+from .pace import Pace
 from .steps import (
     READER_ANNOUNCE_SLEEP,
     READER_BLOCK,
@@ -271,9 +272,10 @@ class ReaderCursor(ReaderSide):
         self.actor = reader_actor(reader)
         self._own = ring.layout.read_flag_position(reader)
         self._claim_key = (ring.name, reader)
-        #: How long a wait spins before it sleeps, the longest its first block lasts,
-        #: and the longest a later one lasts (each at most twice the one before).
-        self.spin_seconds = SPIN_SECONDS
+        #: How long a wait spins (:attr:`spin_seconds`; ``pace.longest`` the most), the
+        #: longest its first block lasts, and the longest a later one lasts (each at
+        #: most twice the one before).
+        self.pace = Pace(SPIN_SECONDS)
         self.max_block = MAX_BLOCK
         self.max_idle_block = MAX_IDLE_BLOCK
         #: What this reader's waits block in (pass it to ``wait_for``): itself, where
@@ -281,6 +283,11 @@ class ReaderCursor(ReaderSide):
         futex = wake_on_publish and SLEEP_KIND == "futex"
         self.sleeper: Sleeper | None = self if futex else None
         self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
+
+    @property
+    def spin_seconds(self) -> float:
+        """The spin of the wait that begins now (:class:`~verifiedring.pace.Pace`)."""
+        return self.pace.spin()
 
     def acquire_read(self, timeout: float | None = None) -> ReadLease:
         """Wait for the next published chunk (:class:`RingTimeoutError` after ``timeout``
@@ -319,7 +326,7 @@ class ReaderCursor(ReaderSide):
                 # spec: ReaderBlock -- the kernel blocks only while the word is still 1
                 if obs is not None:
                     obs.before_step(actor, READER_BLOCK, i, None)
-                futex_wait(self._address, 1, timeout)
+                self.pace.block(futex_wait, self._address, timeout)  # early for a rhythm
                 if obs is not None:
                     obs.after_step(actor, READER_BLOCK, i, None)
         finally:
@@ -329,7 +336,7 @@ class ReaderCursor(ReaderSide):
             words[k] = 0
             if obs is not None:
                 obs.after_step(actor, READER_END_SLEEP, i, None)
-        return ready
+        return ready or self.pace.after_sleep(poll, timeout)  # polls: no step
 
     def poll(self) -> bool:
         """One non-blocking poll: true when the next chunk is ready to be entered

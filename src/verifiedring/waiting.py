@@ -6,13 +6,14 @@
   who waits for what and for how long (the real elapsed time of the call).
 * :func:`wait_for` waits on shared memory: it polls a condition, yielding the
   CPU between polls for the first ``SPIN_SECONDS`` (hand-off latency stays in
-  the microseconds while the peer runs), then, given a :class:`Sleeper` (a
-  ring reader, where ``SLEEP_KIND == "futex"``), blocks in the sleeper until
-  the peer wakes it (at once) or the block's bound passes: ``MAX_BLOCK`` first,
-  each block twice the last up to the sleeper's ``max_idle_block`` (``MAX_IDLE_BLOCK``
-  by default; a local reader whose writer watch runs: ``WATCHED_IDLE_BLOCK``),
-  else sleeps, doubling from ``FIRST_SLEEP`` up to ``MAX_SLEEP`` (about 1,000
-  wake-ups a second).
+  the microseconds while the peer runs; a ring reader's spin follows its recent
+  waits, :class:`~verifiedring.pace.Pace`), then,
+  given a :class:`Sleeper` (a ring reader, where ``SLEEP_KIND == "futex"``),
+  blocks in the sleeper until the peer wakes it (at once) or the block's bound
+  passes: ``MAX_BLOCK`` first, each block twice the last up to the sleeper's
+  ``max_idle_block`` (``MAX_IDLE_BLOCK`` by default; a local reader whose writer
+  watch runs: ``WATCHED_IDLE_BLOCK``), else sleeps, doubling from ``FIRST_SLEEP``
+  up to ``MAX_SLEEP`` (about 1,000 wake-ups a second).
 * :func:`wait_readable` waits on something with a blocking, bounded poll (a
   socket): it blocks at most until the deadline or the next stall log.
 

@@ -63,3 +63,22 @@ IDLE = {
     },
     "c_futex_floor_us": {"0.01": {"p50": 40.0, "p90": 50.0}, "1.0": {"p50": 50.0, "p90": 60.0}},
 }
+
+
+def _step(p50: float, p99: float, cpu: float | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {"p50_us": p50, "p99_us": p99, "samples": 100}
+    if cpu is not None:
+        row.update(reader_cpu_percent=cpu, writer_cpu_percent=1.0)
+    return row
+
+
+CADENCE = {
+    "cells": {
+        "10 ms, R=2": {"period_s": 0.01, "readers": 2, "sides": {
+            "verifiedring": _step(30.0, 100.0, 2.0), "vllm-0.9.0": _step(40.0, 200.0, 100.0),
+            "vllm-0.33.0": _step(100.0, 150.0, 99.0), "iceoryx2": _step(50.0, 120.0, 0.5),
+            "c-futex": _step(10.0, 20.0)}},
+        "2 ms, R=1": {"period_s": 0.002, "readers": 1, "sides": {
+            "verifiedring": _step(60.0, 300.0, 20.0), "vllm-0.9.0": _step(50.0, 100.0, 60.0)}},
+    },
+}
