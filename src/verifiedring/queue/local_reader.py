@@ -29,7 +29,7 @@ from .flavors.run.reader import NOT_DECODED, RunReceiver
 from .handle import Handle, check_ipc, check_tag
 from .held_chunk import TakenChunk
 from .lifecycle import ReaderState
-from .reader import QueueReader
+from .reader import QueueReader, subscribe
 from .readiness import local_spin_until_readable
 from .writer_watch import watch_writer
 
@@ -73,8 +73,8 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             arena = handle.tensor_arena_handle
             if arena is not None:  # before the subscription: then the writer may unlink it
                 self._arena = ArenaReader(arena, self.local_reader_ranks.index(rank))
-            self._sock = sock = self._subscribe(
-                handle.local_subscribe_addr, bh.max_chunks + 1, None
+            self._sock = sock = subscribe(
+                self, handle.local_subscribe_addr, bh.max_chunks + 1, None
             )
             self._writer_watch = watch_writer(self._ctx, sock, cursor, self._look_now, self._who())
             self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)

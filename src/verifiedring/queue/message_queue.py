@@ -82,6 +82,20 @@ def _log_interval() -> float:
 _interval_source: Callable[[], float] = _log_interval
 
 
+def _checked_settings(observer: object) -> float:
+    """The stall-log interval an end is built with, refused below ``MIN_LOG_INTERVAL``;
+    its ``observer`` refused unless it has the observer protocol."""
+    require_observer(observer, QUEUE_OBSERVER_METHODS, "QueueObserver")
+    interval = _interval_source()
+    if not interval >= MIN_LOG_INTERVAL:
+        raise MisuseError(
+            f"the stall-log interval {interval!r} s ({' or '.join(LOG_INTERVAL_ENV)}) "
+            f"must be >= {MIN_LOG_INTERVAL} s: below it a stall line is logged at "
+            "every wait"
+        )
+    return interval
+
+
 def use_log_interval(source: Callable[[], float] | None) -> None:
     """Make each end built from now on take its stall-log interval from ``source()``
     (an engine's variable, e.g. the compat layer's, which a test patches) instead of
@@ -140,16 +154,8 @@ class MessageQueue:
         # pyzmq makes a new instance after fork. A queue never terminates it:
         # zmq_ctx_term can block forever (seen under load with every socket closed
         # at linger 0); closing a socket with a linger bounds its queued frames.
-        require_observer(self._observer, QUEUE_OBSERVER_METHODS, "QueueObserver")
-        interval = _interval_source()
-        if not interval >= MIN_LOG_INTERVAL:
-            raise MisuseError(
-                f"the stall-log interval {interval!r} s ({' or '.join(LOG_INTERVAL_ENV)}) "
-                f"must be >= {MIN_LOG_INTERVAL} s: below it a stall line is logged at "
-                "every wait"
-            )
+        self.log_interval = _checked_settings(self._observer)
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
-        self.log_interval = interval
         call = "enqueue()" if self.is_writer else "dequeue()"
         self._stop(self._opening, f"call wait_until_ready() before {call}")
         #: Set by :meth:`shutdown` (vLLM's attribute): a reader's blocked call wakes and

@@ -164,33 +164,13 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         except ClosedError:
             if not (indefinite and _waits_after_shutdown and self._told_shutdown()):
                 raise
-            self._wait_unfed(deadline)
+            _wait_unfed(self, deadline)
         finally:
             self._busy = False
 
     def _told_shutdown(self) -> bool:
         """Whether this reader is closed by the writer's SHUTDOWN (not by close())."""
         return self._shutdown_total is not None and not self._closed
-
-    def _wait_unfed(self, deadline: Deadline) -> NoReturn:
-        """Wait as for a writer that sends nothing more: until cancelled
-        (:class:`CancelledError`: its cancel, or ``shutdown()``, which here ends a remote
-        reader's wait too: vLLM's worker calls it once its executor is gone) or
-        ``deadline`` (:class:`RingTimeoutError`); a signal handler's exception (vLLM's
-        SIGTERM) ends it too."""
-        why = f"the writer shut the queue down after {self._shutdown_total} messages"
-
-        def timed_out(waited: float) -> RingTimeoutError:
-            return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s: {why}")
-
-        def watch() -> None:
-            if self.shutting_down:  # also a remote reader's: nothing more can come
-                self._cancelled()
-            self._watch_cancel()
-
-        log = StallLog(lambda: f"{self._who()} waits: {why}", math.inf)
-        wait_readable(_nothing_comes, deadline, log, timed_out, watch)
-        self._cancelled()  # the wait ends only by its watch, or the deadline
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         """This role's dequeue from IDLE (``poll``: the caller's timeout is 0)."""
@@ -227,24 +207,6 @@ class QueueReader(ReaderOutcomes, MessageQueue):
 
     def _log_interval(self) -> float:
         return math.inf if self._quiet else self.log_interval
-
-    def _subscribe(
-        self, address: str, window: int, curve: CurveKeys | None, events: int = 0
-    ) -> zmq.Socket[Any]:
-        """A socket receiving the writer's frames on ``address``, ``window`` of them
-        outstanding at most (over CURVE with ``curve``; its monitor reporting
-        ``events`` from the start); the writer learns this reader's rank from it."""
-        obs = self._observer
-        if obs is not None:
-            obs.begin(self._actor)
-        # spec: ReaderSubscribe
-        sock = subscriber(
-            self._ctx, address, hwm_for_window(window), hello_topic(self._signer, self.rank),
-            curve, events,
-        )
-        if obs is not None:
-            obs.end(self._actor, READER_SUBSCRIBE, -1)
-        return sock
 
     def _socket(self) -> zmq.Socket[Any]:
         """The socket READY and SHUTDOWN arrive on."""
@@ -344,3 +306,43 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             return wire.load_frame(seq, [f.buffer for f in frames])
         except DecodeError as exc:
             raise self._named(exc) from exc.cause
+
+
+def _wait_unfed(reader: QueueReader, deadline: Deadline) -> NoReturn:
+    """``reader`` waits as for a writer that sends nothing more: until cancelled
+    (:class:`CancelledError`: its cancel, or ``shutdown()``, which here ends a remote
+    reader's wait too: vLLM's worker calls it once its executor is gone) or
+    ``deadline`` (:class:`RingTimeoutError`); a signal handler's exception (vLLM's
+    SIGTERM) ends it too."""
+    why = f"the writer shut the queue down after {reader._shutdown_total} messages"
+
+    def timed_out(waited: float) -> RingTimeoutError:
+        return RingTimeoutError(f"{reader._who()} timed out after {waited:.3f} s: {why}")
+
+    def watch() -> None:
+        if reader.shutting_down:  # also a remote reader's: nothing more can come
+            reader._cancelled()
+        reader._watch_cancel()
+
+    log = StallLog(lambda: f"{reader._who()} waits: {why}", math.inf)
+    wait_readable(_nothing_comes, deadline, log, timed_out, watch)
+    reader._cancelled()  # the wait ends only by its watch, or the deadline
+
+
+def subscribe(
+    reader: QueueReader, address: str, window: int, curve: CurveKeys | None, events: int = 0
+) -> zmq.Socket[Any]:
+    """``reader``'s socket receiving the writer's frames on ``address``, ``window`` of them
+    outstanding at most (over CURVE with ``curve``; its monitor reporting
+    ``events`` from the start); the writer learns this reader's rank from it."""
+    obs = reader._observer
+    if obs is not None:
+        obs.begin(reader._actor)
+    # spec: ReaderSubscribe
+    sock = subscriber(
+        reader._ctx, address, hwm_for_window(window), hello_topic(reader._signer, reader.rank),
+        curve, events,
+    )
+    if obs is not None:
+        obs.end(reader._actor, READER_SUBSCRIBE, -1)
+    return sock

@@ -15,7 +15,7 @@ from . import wire
 from .credit import ack_interval
 from .handle import Handle, check_tag, remote_part
 from .lifecycle import ReaderState
-from .reader import QueueReader
+from .reader import QueueReader, subscribe
 from .readiness import remote_poll_ms
 from .sockets import ack_push, pending_frames
 from .wire import ack_message
@@ -50,7 +50,7 @@ class RemoteReader(QueueReader):
         self._refused = False  # the last connect was refused, none succeeded since
         #: A later message's frame that came where a frame lost to a cut receive was due.
         self._early: list[zmq.Frame] | None = None
-        self._sock = self._subscribe(sub, handle.remote_window, curve, _EVENTS)
+        self._sock = subscribe(self, sub, handle.remote_window, curve, _EVENTS)
         try:
             self._monitor = self._sock.get_monitor_socket()  # the one made before the connect
             self._ack_sock = ack_push(self._ctx, ack, curve)
