@@ -247,6 +247,37 @@ def test_a_watch_close_that_runs_out_of_time_leaves_the_threads_sockets_to_it(
     r.close()
 
 
+def test_a_watch_close_racing_its_threads_own_end_does_not_raise() -> None:
+    """The watch thread may end (its stop flag seen at a poll's bound, its end of the
+    stop pair closed) between close()'s look at it and close()'s stop message: that
+    send finds no peer and must not raise (seen once in CI: zmq.error.Again out of a
+    reader's close())."""
+    w = MessageQueue(1, 1)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    assert isinstance(r, LocalReader)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    watch = r._writer_watch
+    assert watch is not None
+    watch._stopping.set()
+    thread = watch._thread
+    thread.join(T)  # it ended by its flag, its sockets closed by itself
+    assert not thread.is_alive() and watch._stop_in.closed
+
+    class SeenAlive:  # close()'s look came before the thread's end
+        def is_alive(self) -> bool:
+            return True
+
+        def join(self, timeout: float | None = None) -> None:
+            thread.join(timeout)
+
+    watch._thread = SeenAlive()  # type: ignore[assignment]
+    watch.close()
+    assert watch._stop_out.closed
+    r.close()
+    w.close()
+
+
 def test_a_forked_child_leaves_its_parents_watches_alone_at_exit() -> None:
     """The exit hook ends this process's watches only: a child forked from a process
     with a running watch exits without touching the parent's sockets."""

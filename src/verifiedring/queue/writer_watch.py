@@ -27,6 +27,7 @@ segfault in ``zmq_poll`` seen in engine runs).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import threading
@@ -140,7 +141,9 @@ class WriterWatch:
         self._sock.disable_monitor()
         self._stopping.set()
         if self._thread.is_alive():
-            self._stop_out.send(b"", zmq.NOBLOCK)
+            # the thread may end by the flag just now, closing its end: no peer, Again
+            with contextlib.suppress(zmq.Again):
+                self._stop_out.send(b"", zmq.NOBLOCK)
             if threading.current_thread() is not self._thread:  # not from its on_lost
                 self._thread.join(JOIN_TIMEOUT)
         if not self._thread.is_alive():  # it closed its own, or never ran here (a fork)
