@@ -386,7 +386,10 @@ else:
 
 
 class TestOverflowStepMachine(_OverflowStepCase):
-    settings = _settings(100, 50)
+    # 150 examples: which rules run depends on where the actors parked, so on timing;
+    # the full suite's load on 2 cores drew 286 refusals after a break of 100 examples
+    # (655 on an idle machine), under the floor of 300
+    settings = _settings(150, 50)
 
     @classmethod
     def tearDownClass(cls) -> None:
