@@ -435,3 +435,16 @@ def test_an_idle_reader_names_a_killed_writer_despite_a_long_recheck_interval(
             t.join(4.0)  # blocks of at most WATCH_BOUND (0.5 s), then LOST_GRACE (0.5 s): ~1 s
             assert not t.is_alive() and len(out) == 1 and isinstance(out[0], BrokenPeerError)
             assert f"the writer (pid {pid} on host {socket.gethostname()}) is gone" in str(out[0])
+
+
+def test_after_an_sglang_install_is_undone_the_warning_interval_is_vllms_again(
+    clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uninstall() forgets the last install()'s engine: a later read of the interval
+    takes vLLM's variable, not SGLang's (seen in CI: a test after an SGLang install in
+    the same worker read 60 s for vLLM's patched 0.2 s)."""
+    shim.install("sglang")
+    shim.uninstall()
+    monkeypatch.setattr(shim, "VLLM_RINGBUFFER_WARNING_INTERVAL", 0.2)
+    monkeypatch.setattr(shim, "SHM_READER_RECHECK_INTERVAL_MS", 5000)
+    assert spin.ReadTimeoutWithWarnings(None, True).timeout_ms() == 200

@@ -288,9 +288,11 @@ def uninstall() -> None:
     """Undo :func:`install`: each module path resolves to what it did before (the
     module and its names as they were, or nothing), the queue's room check and
     warning interval are the core's again, and the library's log records propagate
-    as before."""
+    as before; the engine whose names are read is vLLM's again."""
+    global _engine
     for path, _ in ENGINES.values():
         _give_back(path)
+    _engine = "vllm"
     use_room_check(None)
     _queue_module.use_log_interval(None)
     _reader_module.wait_after_shutdown(False)
