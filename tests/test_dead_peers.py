@@ -23,6 +23,7 @@ from verifiedring import BrokenPeerError, Handle, MessageQueue
 from verifiedring import cursors as cursors_module
 from verifiedring.queue import writer_watch
 from verifiedring.queue.local_reader import LocalReader
+from verifiedring.queue.writer_watch import WriterWatch
 from verifiedring.testing.launcher import Supervisor, Task, channel
 from verifiedring.waiting import futex_wait
 
@@ -211,6 +212,18 @@ def test_an_unclosed_local_readers_watch_has_ended_before_the_interpreter_tears_
     assert done.stdout.splitlines() == ["left open", "watches running at teardown: []"]
 
 
+def _watched_pair() -> tuple[MessageQueue, LocalReader, WriterWatch]:
+    """A ready writer and local reader, and the reader's writer watch."""
+    w = MessageQueue(1, 1)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    assert isinstance(r, LocalReader)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    watch = r._writer_watch
+    assert watch is not None
+    return w, r, watch
+
+
 def test_a_watch_close_that_runs_out_of_time_leaves_the_threads_sockets_to_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -225,13 +238,7 @@ def test_a_watch_close_that_runs_out_of_time_leaves_the_threads_sockets_to_it(
             release.wait(T)
 
     look = SlowLook()
-    w = MessageQueue(1, 1)
-    r = MessageQueue.create_from_handle(w.export_handle(), 0)
-    assert isinstance(r, LocalReader)
-    w.wait_until_ready(T)
-    r.wait_until_ready(T)
-    watch = r._writer_watch
-    assert watch is not None
+    w, r, watch = _watched_pair()
     watch._on_lost = weakref.WeakMethod(look.on_lost)
     w.close()  # the writer's socket closes: the watch's thread calls on_lost, which waits
     assert entered.wait(T)
@@ -252,13 +259,7 @@ def test_a_watch_close_racing_its_threads_own_end_does_not_raise() -> None:
     stop pair closed) between close()'s look at it and close()'s stop message: that
     send finds no peer and must not raise (seen once in CI: zmq.error.Again out of a
     reader's close())."""
-    w = MessageQueue(1, 1)
-    r = MessageQueue.create_from_handle(w.export_handle(), 0)
-    assert isinstance(r, LocalReader)
-    w.wait_until_ready(T)
-    r.wait_until_ready(T)
-    watch = r._writer_watch
-    assert watch is not None
+    w, r, watch = _watched_pair()
     watch._stopping.set()
     thread = watch._thread
     thread.join(T)  # it ended by its flag, its sockets closed by itself
