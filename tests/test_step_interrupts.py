@@ -34,7 +34,6 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from types import CodeType
 from typing import Any
@@ -42,6 +41,7 @@ from typing import Any
 import pytest
 from support.signals import (  # noqa: F401 (a fixture)
     Interrupt,
+    assert_interrupted,
     signal_at_c_call,
     signal_at_entry,
     sigusr1,
@@ -82,17 +82,8 @@ def queue() -> Iterator[tuple[MessageQueue, MessageQueue]]:
     w.close()
 
 
-def _interrupted(call: Any, sent: list[int]) -> None:
-    try:
-        with pytest.raises(Interrupt):
-            call()
-    finally:
-        sys.setprofile(None)
-    assert sent == [1], "the signal was not sent: the place was not reached"
-
-
 def _cut_at_entry(call: Any, code: CodeType) -> None:
-    _interrupted(call, signal_at_entry(code))
+    assert_interrupted(call, signal_at_entry(code))
 
 
 @pytest.mark.usefixtures("sigusr1")
@@ -114,7 +105,7 @@ def test_a_pickler_cleanup_cut_leaves_no_bytes_in_the_next_message(
     pytest.importorskip("torch")  # the reused tensor pickler: the path with kept parts
     w, r = queue
     w.enqueue("m0", timeout=T)
-    _interrupted(lambda: w.enqueue("m1", timeout=T),
+    assert_interrupted(lambda: w.enqueue("m1", timeout=T),
                  signal_at_c_call(Serializer.dumps.__code__, "clear_memo", after="dump"))
     w.enqueue("m2", timeout=T)
     w.enqueue("m3", timeout=T)
@@ -145,7 +136,7 @@ def test_a_second_interrupt_while_paying_an_owed_decode_error_keeps_it_owed(
         w.enqueue(m, timeout=T)
     assert r.dequeue(timeout=T) == "m0"
     _cut_at_entry(lambda: r.dequeue(timeout=T), wire.load_inline.__code__)  # m1's unpickling
-    _interrupted(lambda: r.dequeue(timeout=T),
+    assert_interrupted(lambda: r.dequeue(timeout=T),
                  signal_at_c_call(ReaderOutcomes._pay_owed.__code__, "isinstance"))
     with pytest.raises(DecodeError) as owed:
         r.dequeue(timeout=T)
@@ -194,7 +185,7 @@ def test_an_acquire_read_cut_making_its_view_reports_the_message_and_goes_on(
             return bytes(buf[:2])
 
     assert read() == b"m0"
-    _interrupted(read, signal_at_c_call(TakenChunk._lend.__code__, "toreadonly"))
+    assert_interrupted(read, signal_at_c_call(TakenChunk._lend.__code__, "toreadonly"))
     with pytest.raises(DecodeError) as cut:
         read()
     assert cut.value.seq == 1
@@ -296,7 +287,9 @@ def test_a_second_interrupt_as_a_cut_run_is_reported_keeps_the_report_owed(
     assert _streamed(r) == b"m0"
     _cut_at_entry(lambda: r.dequeue(timeout=T), RunReceiver.load.__code__)
     # the next dequeue skips the run's rest, then makes its report (the 2nd DecodeError)
-    _interrupted(lambda: r.dequeue(timeout=T), signal_at_entry(DecodeError.__init__.__code__, 2))
+    assert_interrupted(
+        lambda: r.dequeue(timeout=T), signal_at_entry(DecodeError.__init__.__code__, 2)
+    )
     assert [_streamed(r) for _ in range(3)] == [("reported", 1), b"m2", b"m3"]
 
 

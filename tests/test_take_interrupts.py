@@ -18,12 +18,16 @@ second left the reader refusing the same way.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from types import CodeType
 
 import pytest
-from support.signals import Interrupt, signal_at_entry, sigusr1  # noqa: F401 (a fixture)
+from support.signals import (  # noqa: F401 (a fixture)
+    Interrupt,
+    assert_interrupted,
+    signal_at_entry,
+    sigusr1,
+)
 
 from verifiedring import MessageQueue
 from verifiedring.cursors import ReaderCursor
@@ -45,13 +49,7 @@ def queue() -> Iterator[tuple[MessageQueue, MessageQueue]]:
 
 
 def _dequeue_interrupted(r: MessageQueue, code: CodeType) -> None:
-    sent = signal_at_entry(code)
-    try:
-        with pytest.raises(Interrupt):
-            r.dequeue(timeout=T)
-    finally:
-        sys.setprofile(None)
-    assert sent == [1], "the signal was not sent: the function was not entered"
+    assert_interrupted(lambda: r.dequeue(timeout=T), signal_at_entry(code))
 
 
 @pytest.mark.usefixtures("sigusr1")

@@ -88,3 +88,14 @@ def signal_at_c_call(caller: CodeType, name: str, after: str | None = None) -> l
 
     sys.setprofile(hook)
     return sent
+
+
+def assert_interrupted(call: Any, sent: list[int]) -> None:
+    """``call()`` raises :class:`Interrupt` from the signal a ``signal_at_*`` hook armed
+    (``sent``, its list), which was sent exactly once; the hook is removed after."""
+    try:
+        with pytest.raises(Interrupt):
+            call()
+    finally:
+        sys.setprofile(None)
+    assert sent == [1], "the signal was not sent: the place was not reached"
