@@ -9,6 +9,7 @@ on it). A state that refuses calls carries the error it raises
 from __future__ import annotations
 
 import enum
+from typing import Generic, TypeVar
 
 from ..errors import BrokenPeerError, ClosedError, MisuseError
 
@@ -62,3 +63,54 @@ _ERRORS: dict[enum.Enum, type[Exception]] = {
 def refusal(state: enum.Enum, who: str, why: str) -> Exception:
     """The error an end in ``state`` raises for a call it refuses."""
     return _ERRORS.get(state, MisuseError)(f"{who}: {why}")
+
+
+S = TypeVar("S", WriterState, ReaderState)
+
+
+class Lifecycle(Generic[S]):
+    """One end's place in the spec's ``Next``: its state, the reason it is there, and
+    the sequence number of the next message, owned here and changed only by
+    :meth:`enter` (state, reason) and :meth:`advance` (sequence number).
+
+    ``allowed`` is the end's transition table, the (from, to) pairs the spec's
+    ``Next`` can take (``WRITER_TRANSITIONS`` / ``READER_TRANSITIONS``). It is
+    checked only once :meth:`watch` turned checking on (an observer attached, the
+    stateful tests), so the hot path pays one ``is None`` test. Each method is one
+    run of plain stores with no call inside: an asynchronous exception lands at its
+    entry (nothing changed) or after its return (all of it changed), never between.
+    """
+
+    __slots__ = ("_allowed", "seen", "seq", "state", "why")
+
+    def __init__(self, initial: S, allowed: frozenset[tuple[S, S]]) -> None:
+        self.state: S = initial
+        self.why = ""
+        # Invariant: the sequence number the next message of this end carries
+        self.seq = 0
+        self._allowed = allowed
+        #: every transition taken since :meth:`watch`; None: not checking
+        self.seen: set[tuple[S, S]] | None = None
+
+    def watch(self) -> set[tuple[S, S]]:
+        """Turn the table check on; returns the set of transitions seen from now."""
+        self.seen = set()
+        return self.seen
+
+    def enter(self, state: S, why: str = "") -> None:
+        """Move to ``state`` (a reason replaces the last one; none keeps it)."""
+        seen = self.seen
+        if seen is not None:
+            pair = (self.state, state)
+            if pair not in self._allowed and pair[0] is not pair[1]:
+                raise AssertionError(
+                    f"{pair[0].name} -> {pair[1].name} is not a transition of the spec's Next"
+                )
+            seen.add(pair)
+        self.state = state
+        if why:
+            self.why = why
+
+    def advance(self, seq: int) -> None:
+        """The next message carries ``seq`` (a publish, a take or a skip used ``seq - 1``)."""
+        self.seq = seq
