@@ -88,7 +88,7 @@ class Lifecycle(Generic[S]):
         self.why = ""
         # Invariant: the sequence number the next message of this end carries
         self.seq = 0
-        self._allowed = allowed
+        self._allowed: frozenset[tuple[S, S]] = allowed
         #: every transition taken since :meth:`watch`; None: not checking
         self.seen: set[tuple[S, S]] | None = None
 
