@@ -42,6 +42,7 @@ run, 2 reps, 40 runs) about twice and a half that.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import importlib
 import json
@@ -53,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,8 @@ from .report import machine
 from .reps import merge, shuffled
 
 ICEORYX = "iceoryx2"
+#: where iceoryx2 (as the rings) keeps its segments
+SHM = Path("/dev/shm")
 #: verifiedring with a lever of issue 31 off, in its reader processes (not run unless
 #: asked: ``--sides``): the 1 ms spin before every block and no rhythm (the code before
 #: ``pace.Pace``), or the pace's spin but no rhythm window.
@@ -300,6 +304,19 @@ def _iox_writer(path: str, period: float, readers: int, seconds: float) -> dict[
     return {"readers": got, "writer_cpu": cpu}
 
 
+@contextlib.contextmanager
+def _iox_segments_removed() -> Iterator[None]:
+    """Remove the ``/dev/shm/iox2_*`` segments that appeared while the block ran (its
+    processes have all ended by then): iceoryx2 leaves a service's segments behind when
+    its last user exits without dropping it, and the bench must leave nothing."""
+    before = set(SHM.glob("iox2_*"))
+    try:
+        yield
+    finally:
+        for path in set(SHM.glob("iox2_*")) - before:
+            path.unlink(missing_ok=True)
+
+
 # --- the run ------------------------------------------------------------------------------
 
 
@@ -326,9 +343,11 @@ def _one(side: str, period: float, readers: int, seconds: float, exe: Path | Non
     limit = seconds + 4 * WAIT
     if side == ICEORYX:
         task = Task(_iox_writer, (str(iox), period, readers, seconds), name=f"{side} writer")
+        with _iox_segments_removed():
+            [res] = run_tasks([task], timeout=limit)
     else:
         task = Task(_queue_writer, (side, period, readers, seconds), name=f"{side} writer")
-    [res] = run_tasks([task], timeout=limit)
+        [res] = run_tasks([task], timeout=limit)
     late = [x for reader in res["readers"] for x in reader["late"]]
     return _rep(late, [reader["cpu"] for reader in res["readers"]], res["writer_cpu"])
 
