@@ -116,7 +116,9 @@ CONSTANTS
                     \*   "holdClaim": a writer cut at its commit's entry keeps
                     \*     the claimed chunk, and refuses every later call;
                     \*   "tellCut": a writer cut in its telling of BROKEN tells
-                    \*     nobody
+                    \*     nobody;
+                    \*   "frameLost": a local reader cut after the receive of
+                    \*     an overflow frame, before it is kept, loses it
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
 ASSUME PendingDesign \in {"hold", "remember", "forget"}
@@ -129,7 +131,7 @@ ASSUME InterruptDesign \in {"settle", "old", "oldRun"}
 ASSUME CutDesign \in {"owe", "drop"}
 ASSUME MaxInterrupts \in Nat
 ASSUME OldWindow \in {"none", "abortFirst", "noSettle", "releaseLoses", "dropOwed",
-                      "holdClaim", "tellCut"}
+                      "holdClaim", "tellCut", "frameLost"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
@@ -795,7 +797,12 @@ ReaderReleaseRunChunk(r) ==
 \*  * in the next dequeue as it pays what is owed (a second interrupt in
 \*    successive calls): there is no call between the record's clear and the
 \*    return or raise, so it lands before the clear: still owed. "dropOwed"
-\*    (the code before): an owed DecodeError is dropped.
+\*    (the code before): an owed DecodeError is dropped;
+\*  * after the receive of the pending marker's frame (from the stash or the
+\*    socket), before it is kept (flavors/overflow.py, the receive's mark):
+\*    the frame is lost, the gap is reported as that message's DecodeError
+\*    (owed) and the next message delivered. "frameLost" (the code before):
+\*    the reader goes on waiting for the lost frame.
 ReaderInterrupted(r) ==
     /\ r \in LocalReaders
     /\ CanInterrupt
@@ -812,14 +819,30 @@ ReaderInterrupted(r) ==
                    THEN UNCHANGED <<rpc, owed>>
                    ELSE /\ owed' = [owed EXCEPT ![r] = <<c[3], out>>]
                         /\ rpc' = [rpc EXCEPT ![r] = "owed"]
+          /\ UNCHANGED <<sockQ, stash, pending>>
        \/ /\ rpc[r] = "owed"
-          /\ UNCHANGED <<released, rseq>>
+          /\ UNCHANGED <<released, rseq, sockQ, stash, pending>>
           /\ IF OldWindow = "dropOwed" /\ owed[r][2] = "error"
              THEN /\ owed' = [owed EXCEPT ![r] = NoOwed]
                   /\ rpc' = [rpc EXCEPT ![r] = "idle"]
              ELSE UNCHANGED <<rpc, owed>>
-    /\ UNCHANGED <<wpc, pub, wrun, wcut, rrun, nseq, nobj, sockQ, stash, subscribed,
-                   acked, pending, shutTotal, brokeTotal, delivered, lost, timeouts,
+       \/ /\ rpc[r] = "frame"
+          /\ stash[r] # <<>> \/ (sockQ[r] # <<>> /\ Head(sockQ[r])[1] # "broke")
+          /\ LET fromStash == stash[r] # <<>>
+                 f == IF fromStash THEN Head(stash[r]) ELSE Head(sockQ[r])
+             IN  /\ FrameOK(f, pending[r])
+                 /\ stash' = IF fromStash THEN [stash EXCEPT ![r] = Tail(@)] ELSE stash
+                 /\ sockQ' = IF fromStash THEN sockQ ELSE [sockQ EXCEPT ![r] = Tail(@)]
+                 /\ IF OldWindow = "frameLost"
+                    THEN UNCHANGED <<rpc, owed, pending, rseq, released>>
+                    ELSE /\ owed' = [owed EXCEPT ![r] = <<f[3], "error">>]
+                         /\ rpc' = [rpc EXCEPT ![r] = "owed"]
+                         /\ pending' = [pending EXCEPT ![r] = 0]
+                         /\ rseq' = [rseq EXCEPT ![r] = @ + 1]
+                         /\ released' = IF PendingDesign = "hold"
+                                        THEN [released EXCEPT ![r] = @ + 1] ELSE released
+    /\ UNCHANGED <<wpc, pub, wrun, wcut, rrun, nseq, nobj, subscribed,
+                   acked, shutTotal, brokeTotal, delivered, lost, timeouts,
                    sendFails, decodeFails>>
 
 \* queue/outcomes.py: _pay_owed (the next dequeue, state OWED): the owed
