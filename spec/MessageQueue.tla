@@ -118,7 +118,10 @@ CONSTANTS
                     \*   "tellCut": a writer cut in its telling of BROKEN tells
                     \*     nobody;
                     \*   "frameLost": a local reader cut after the receive of
-                    \*     an overflow frame, before it is kept, loses it
+                    \*     an overflow frame, before it is kept, loses it;
+                    \*   "runCutBreaks": a local reader cut as it starts or
+                    \*     loads a run breaks for good; "runCutHolds": cut as it
+                    \*     starts, it keeps holding the FIRST chunk
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
 ASSUME PendingDesign \in {"hold", "remember", "forget"}
@@ -131,7 +134,8 @@ ASSUME InterruptDesign \in {"settle", "old", "oldRun"}
 ASSUME CutDesign \in {"owe", "drop"}
 ASSUME MaxInterrupts \in Nat
 ASSUME OldWindow \in {"none", "abortFirst", "noSettle", "releaseLoses", "dropOwed",
-                      "holdClaim", "tellCut", "frameLost"}
+                      "holdClaim", "tellCut", "frameLost", "runCutBreaks",
+                      "runCutHolds"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
@@ -802,7 +806,15 @@ ReaderReleaseRunChunk(r) ==
 \*    socket), before it is kept (flavors/overflow.py, the receive's mark):
 \*    the frame is lost, the gap is reported as that message's DecodeError
 \*    (owed) and the next message delivered. "frameLost" (the code before):
-\*    the reader goes on waiting for the lost frame.
+\*    the reader goes on waiting for the lost frame;
+\*  * as it starts a run (the take of its FIRST) or in its load (a chunk's
+\*    read or release): the run counts as cut from before its sequence number
+\*    moves (flavors/run/reader.py, RunReceiver): the next dequeue skips the
+\*    run's rest and reports it (DecodeError: the model's failed run, rfail).
+\*    "runCutBreaks" (the code before): the reader breaks for good;
+\*    "runCutHolds" (the code before): cut as it starts, it keeps holding the
+\*    FIRST chunk ("runStuck"): every later dequeue raises MisuseError, and
+\*    the writer stalls on that chunk.
 ReaderInterrupted(r) ==
     /\ r \in LocalReaders
     /\ CanInterrupt
@@ -819,9 +831,9 @@ ReaderInterrupted(r) ==
                    THEN UNCHANGED <<rpc, owed>>
                    ELSE /\ owed' = [owed EXCEPT ![r] = <<c[3], out>>]
                         /\ rpc' = [rpc EXCEPT ![r] = "owed"]
-          /\ UNCHANGED <<sockQ, stash, pending>>
+          /\ UNCHANGED <<sockQ, stash, pending, rrun>>
        \/ /\ rpc[r] = "owed"
-          /\ UNCHANGED <<released, rseq, sockQ, stash, pending>>
+          /\ UNCHANGED <<released, rseq, sockQ, stash, pending, rrun>>
           /\ IF OldWindow = "dropOwed" /\ owed[r][2] = "error"
              THEN /\ owed' = [owed EXCEPT ![r] = NoOwed]
                   /\ rpc' = [rpc EXCEPT ![r] = "idle"]
@@ -841,7 +853,26 @@ ReaderInterrupted(r) ==
                          /\ rseq' = [rseq EXCEPT ![r] = @ + 1]
                          /\ released' = IF PendingDesign = "hold"
                                         THEN [released EXCEPT ![r] = @ + 1] ELSE released
-    /\ UNCHANGED <<wpc, pub, wrun, wcut, rrun, nseq, nobj, subscribed,
+          /\ UNCHANGED rrun
+       \/ /\ rpc[r] = "idle"
+          /\ pending[r] = 0
+          /\ released[r] < sent
+          /\ pub[released[r] + 1][1] = "first"
+          /\ pub[released[r] + 1][2] = rseq[r]
+          /\ IF OldWindow = "runCutBreaks"
+             THEN /\ rpc' = [rpc EXCEPT ![r] = "broken"]
+                  /\ UNCHANGED rrun
+             ELSE /\ rchunk' = [rchunk EXCEPT ![r] = <<released[r] + 1, pub[released[r] + 1]>>]
+                  /\ rfail' = [rfail EXCEPT ![r] = OldWindow # "runCutHolds"]
+                  /\ rpc' = [rpc EXCEPT ![r] =
+                                 IF OldWindow = "runCutHolds" THEN "runStuck" ELSE "runHeld"]
+          /\ UNCHANGED <<owed, released, rseq, sockQ, stash, pending>>
+       \/ /\ rpc[r] \in {"run", "runHeld"}
+          /\ IF OldWindow = "runCutBreaks"
+             THEN rpc' = [rpc EXCEPT ![r] = "broken"] /\ UNCHANGED rfail
+             ELSE rfail' = [rfail EXCEPT ![r] = TRUE] /\ UNCHANGED rpc
+          /\ UNCHANGED <<owed, released, rseq, sockQ, stash, pending, rchunk>>
+    /\ UNCHANGED <<wpc, pub, wrun, wcut, nseq, nobj, subscribed,
                    acked, shutTotal, brokeTotal, delivered, lost, timeouts,
                    sendFails, decodeFails>>
 
@@ -1119,7 +1150,8 @@ TypeOKInv ==
     /\ released \in [LocalReaders -> 0..M]
     /\ acked \in [RemoteReaders -> 0..M]
     /\ rpc \in [Readers -> {"init", "ready", "idle", "frame", "closed", "broken",
-                            "told", "run", "runHeld", "runReleased", "owed"}]
+                            "told", "run", "runHeld", "runReleased", "owed",
+                            "runStuck"}]
     /\ DOMAIN rchunk = LocalReaders   \* (cheaper for TLC than a function set)
     /\ \A r \in LocalReaders :
           rchunk[r] = NoChunk \/ (rchunk[r][1] \in 1..M /\ rchunk[r][2] \in Chunks)
