@@ -37,6 +37,13 @@
 (* its LAST (ok, or DecodeError after a decode failure mid-run) or ABORT   *)
 (* (an error) is released. Remote readers get the message frame after the *)
 (* LAST, or an ABORT frame after an ABORT.                                 *)
+(*                                                                         *)
+(* Interrupts (spec/interrupts.md). With MaxInterrupts > 0 an asynchronous *)
+(* exception lands where the code records its intent with plain stores and *)
+(* the handler or the next call reconciles it: the run writer's cut,       *)
+(* catch-up and withdrawal, a claim let go, a cut telling of BROKEN, a     *)
+(* local reader's owed outcome. OldWindow puts one window back as the code *)
+(* had it before (a mutant).                                               *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
 
