@@ -414,7 +414,7 @@ def test_a_raw_read_of_an_arena_message_releases_its_slot_at_the_next_read(
     r = g.readers[0]
     g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
     a = g.reader_arena(0)
-    chunk = g.writer._local.ring._data_views[0]  # the writer's view of chunk 0
+    chunk = g.writer._local.ring.views.data[0]  # the writer's view of chunk 0
     _, _, nstream, nbuf = wire.read_header(chunk)  # the stub's pickle, no buffer
     with r.acquire_read(timeout=T) as buf:  # the bytes stored, none past them
         assert buf.readonly and nbuf == 0 and buf.nbytes == nstream

@@ -102,7 +102,7 @@ _PER_ROLE: dict[type, dict[str, Callable[[Any], Any]]] = {
 def _get_data(ring: ShmRingBuffer, idx: int) -> Iterator[memoryview]:
     """vLLM's view of chunk ``idx``'s data bytes."""
     ring.layout.check_chunk(idx)
-    with ring._data_views[idx][:] as view:
+    with ring.views.data[idx][:] as view:
         yield view
 
 
@@ -110,7 +110,7 @@ def _get_data(ring: ShmRingBuffer, idx: int) -> Iterator[memoryview]:
 def _get_metadata(ring: ShmRingBuffer, idx: int) -> Iterator[memoryview]:
     """vLLM's view of chunk ``idx``'s flags: ``written``, then one read flag per reader."""
     ring.layout.check_chunk(idx)
-    with ring._flag_views[idx][:] as view:
+    with ring.views.flags[idx][:] as view:
         yield view
 
 

@@ -91,7 +91,7 @@ class ShmTensorArena:
     @property
     def total_bytes(self) -> int:
         """The segment's size in bytes."""
-        return self._arena.handle.total_bytes
+        return self._arena.layout.total_bytes
 
     def handle(self) -> tuple[int, int, int, str]:
         """``(n_reader, slot_bytes, n_slots, name)``: a reader's constructor arguments."""

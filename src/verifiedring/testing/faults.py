@@ -176,8 +176,8 @@ def forge_chunk(writer: MessageQueue, seq: int, obj: Any, timeout: float | None 
 def ring_chunk(writer: MessageQueue, index: int) -> tuple[int, int, int]:
     """``(written flag, kind, seq)`` of ring chunk ``index`` as the writer sees it."""
     ring = _local_side(writer).ring
-    written = ring._flag_views[index][WRITTEN_POSITION]
-    kind, seq = wire.read_header(ring._data_views[index])[:2]
+    written = ring.views.flags[index][WRITTEN_POSITION]
+    kind, seq = wire.read_header(ring.views.data[index])[:2]
     return written, kind, seq
 
 
