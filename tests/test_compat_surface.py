@@ -16,15 +16,9 @@ import pytest
 import zmq
 from support.engines import installed_over_fake_engines
 
-from verifiedring import (
-    BrokenPeerError,
-    MessageQueue,
-    MisuseError,
-    RingTimeoutError,
-    SharedMemoryFullError,
-    ShmRingBuffer,
-)
+from verifiedring import BrokenPeerError, MisuseError, RingTimeoutError, SharedMemoryFullError
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue, ShmRingBuffer
 
 T = 10.0
 LOOPBACK = "127.0.0.1"

@@ -14,14 +14,9 @@ from typing import Any
 import pytest
 from support.fakes import segment_exists
 
-from verifiedring import (
-    CancelledError,
-    MessageQueue,
-    MisuseError,
-    RingTimeoutError,
-    ShmRingBuffer,
-)
+from verifiedring import CancelledError, MisuseError, RingTimeoutError
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue, ShmRingBuffer
 from verifiedring.distributed.group import create_from_process_group
 from verifiedring.queue.wire import HEADER_BYTES
 from verifiedring.testing import wait_blocked

@@ -37,12 +37,12 @@ from support.fakes import segment_exists
 
 from verifiedring import DecodeError, MessageQueue, MisuseError, RingTimeoutError, arena
 from verifiedring.arena import ArenaReader, ArenaWriter
+from verifiedring.engine import EnginePolicy, set_engine_policy
 from verifiedring.queue import wire
 from verifiedring.queue.serialization import (
     Serializer,
     rebuild_tensor,
     reduce_tensor,
-    use_tensor_reducer,
 )
 from verifiedring.steps import (
     ARENA_CLAIM,
@@ -150,11 +150,11 @@ def test_a_tensor_reducer_hook_reduces_every_tensor_until_removed() -> None:
         seen.append(t.numel())
         return reduce_tensor(t)
 
-    use_tensor_reducer(hook)
+    old = set_engine_policy(EnginePolicy(tensor_reducer=hook))
     try:
         got = roundtrip([torch.arange(3), torch.arange(5)])
     finally:
-        use_tensor_reducer(None)
+        set_engine_policy(old)
     assert seen == [3, 5] and [g.tolist() for g in got] == [[0, 1, 2], [0, 1, 2, 3, 4]]
     roundtrip(torch.arange(4))
     assert seen == [3, 5]

@@ -38,8 +38,8 @@ the ``# spec:`` comments name its actions.
   sweep that loads a new claim's byte 1 loads that claim's seq (not consumed).
   The writer unlinks the segment's name once every reader has attached, as
   the ring's.
-* A queue's reader announces itself to the hook of :func:`use_attach_hook`
-  (compat: vLLM's registry of reader arenas).
+* A queue's reader announces itself to the engine policy's ``arena_attach``
+  (:class:`~verifiedring.engine.EnginePolicy`; compat: vLLM's registry of reader arenas).
 
 A reader that closes while it still views slots keeps the mapping until the
 last view is gone (the views pin it). Sizes: the pages are reserved at
@@ -54,6 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import engine
 from .errors import require_int
 from .layout import ARENA_META, ArenaLayout
 from .ordering import fence
@@ -108,8 +109,6 @@ class _Arena:
         self.layout = layout = handle.layout
         self._meta = layout.meta_bytes
         self._owes = layout.owes_offset(0)
-        #: The engine-shaped object over this arena, if one was made (compat sets it).
-        self.facade: Any = None
 
     def owes(self, slot: int) -> memoryview:
         start = slot * self._meta + self._owes
@@ -218,17 +217,6 @@ class ArenaWriter(_Arena):
         self.segment.unlink()
 
 
-#: Called with each :class:`ArenaReader` that announces itself (see :func:`use_attach_hook`).
-_attach_hook: Callable[[ArenaReader], None] | None = None
-
-
-def use_attach_hook(hook: Callable[[ArenaReader], None] | None) -> None:
-    """Call ``hook`` with every arena reader a queue attaches from now on (compat:
-    vLLM's registry of reader arenas); ``None``: no call."""
-    global _attach_hook
-    _attach_hook = hook
-
-
 _current = threading.local()  # .reader: the arena reader whose dequeue runs in this thread
 
 
@@ -247,7 +235,7 @@ class ArenaReader(_Arena):
 
     def __init__(self, handle: ArenaHandle, index: int, announce: bool = True) -> None:
         """Attach as local reader ``index``; ``announce``: pass this reader to the
-        hook of :func:`use_attach_hook` (a queue's readers do)."""
+        engine policy's ``arena_attach`` (a queue's readers do)."""
         super().__init__(handle, SharedSegment.attach(handle.name, handle.layout.total_bytes))
         self.index = index
         self._lock = threading.RLock()
@@ -262,7 +250,7 @@ class ArenaReader(_Arena):
         #: one entry per slot).
         self.freed: dict[int, None] = {}
         self._closed = False
-        hook = _attach_hook
+        hook = engine.policy.arena_attach
         if announce and hook is not None:
             hook(self)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .errors import ClosedError, MisuseError, RingTimeoutError
 from .layout import SLEEP_WORD_SIZE, WRITTEN_POSITION, RingLayout
 from .steps import StepObserver
-from .waiting import SLEEP_KIND, StallLog, buffer_address, futex_wake
+from .waiting import SLEEP_KIND, Sleeper, StallLog, buffer_address, futex_wake
 
 if TYPE_CHECKING:
     from .reservation import PageReserver
@@ -198,6 +198,8 @@ class WriterSide(Cursor):
 class ReaderSide(Cursor):
     """What a reader cursor says about its waits."""
 
+    #: What this reader's waits block in (``None``: a doubling sleep); see :meth:`use_sleeper`.
+    sleeper: Sleeper | None
     reader: int
     _own: int  # its read flag's position in a chunk's flag block
     _address: int  # its sleep word's address (0: it never blocks on the futex)
@@ -208,6 +210,15 @@ class ReaderSide(Cursor):
         if not self._holding:
             raise MisuseError(f"{self.actor} of ring {self._name!r} holds no chunk")
         return self._data[self.index]
+
+    def use_sleeper(self, sleeper: Sleeper) -> None:
+        """The plug point of this reader's waits: from its next wait on, each one that
+        outlasts its spin calls ``sleeper`` (:class:`~verifiedring.waiting.Sleeper`: its
+        ``spin_seconds``, ``max_block``, ``max_idle_block`` and ``sleep(poll, timeout)``)
+        instead of the cursor's own futex sleep (an engine's wait knobs, e.g.
+        :class:`verifiedring.compat.spin.SpinCondition`). Call it from the reader's thread,
+        between waits."""
+        self.sleeper = sleeper
 
     def cut_sleep(self, stop: Callable[[], None] | None = None) -> None:
         """End this reader's block now, from another thread (``shutdown()``, the writer

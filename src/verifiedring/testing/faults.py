@@ -24,7 +24,7 @@ from ..queue.message_queue import MessageQueue
 from ..queue.reader import QueueReader
 from ..queue.serialization import Serializer
 from ..queue.writer import QueueWriter
-from ..ring import ReaderCursor
+from ..ring import ReaderCursor, ShmRingBuffer
 
 __all__ = [
     "LocalFrames",
@@ -41,6 +41,7 @@ __all__ = [
     "ring_chunk",
     "send_frame",
     "wedge_local_socket",
+    "writer_ring",
     "writer_run",
     "writer_sockets",
 ]
@@ -173,9 +174,15 @@ def forge_chunk(writer: MessageQueue, seq: int, obj: Any, timeout: float | None 
         wire.encode_chunk(chunk, seq, Serializer().dumps(obj), True)
 
 
+def writer_ring(writer: MessageQueue) -> ShmRingBuffer:
+    """The writer's ring (it has local readers)."""
+    ring: ShmRingBuffer = _local_side(writer).ring
+    return ring
+
+
 def ring_chunk(writer: MessageQueue, index: int) -> tuple[int, int, int]:
     """``(written flag, kind, seq)`` of ring chunk ``index`` as the writer sees it."""
-    ring = _local_side(writer).ring
+    ring = writer_ring(writer)
     written = ring.views.flags[index][WRITTEN_POSITION]
     kind, seq = wire.read_header(ring.views.data[index])[:2]
     return written, kind, seq
