@@ -25,6 +25,7 @@ from ..queue.reader import QueueReader
 from ..queue.serialization import Serializer
 from ..queue.writer import QueueWriter
 from ..ring import ReaderCursor, ShmRingBuffer
+from ..steps import StepObserver
 
 __all__ = [
     "LocalFrames",
@@ -36,6 +37,7 @@ __all__ = [
     "interrupt_writer_wait",
     "local_frames",
     "look_at_socket_next",
+    "observe_cursor",
     "reader_cursor",
     "reader_socket",
     "ring_chunk",
@@ -186,6 +188,13 @@ def ring_chunk(writer: MessageQueue, index: int) -> tuple[int, int, int]:
     written = ring.views.flags[index][WRITTEN_POSITION]
     kind, seq = wire.read_header(ring.views.data[index])[:2]
     return written, kind, seq
+
+
+def observe_cursor(end: MessageQueue, observer: StepObserver | None) -> None:
+    """Make ``observer`` see every ring step of ``end``'s cursor (the writer's, with local
+    readers, or a local reader's); ``None`` stops it."""
+    cursor = _local_side(end).cursor if end.is_writer else _local_reader(end)._cursor
+    cursor.observer = observer
 
 
 def reader_cursor(reader: MessageQueue) -> ReaderCursor:
