@@ -19,6 +19,8 @@ field                       read by (when)
                             reader's arena, as it attaches)
 ``stall_wording``           the engine's log forwarding (a stalled wait's line,
                             in the engine's words)
+``wait_after_shutdown``     :class:`verifiedring.queue.reader.QueueReader` (a
+                            ``dequeue(indefinite=True)`` after the writer's shutdown)
 ==========================  ==================================================
 """
 
@@ -57,6 +59,11 @@ class EnginePolicy:
       (``None``: nothing is called).
     * ``stall_wording``: a stalled wait's line in the engine's words (``None``:
       verifiedring's).
+    * ``wait_after_shutdown``: vLLM's reader never learns that its writer shut down: a
+      worker's busy loop (``dequeue(indefinite=True)``) ends only when its own process
+      is told to stop, and any error out of it is a worker crash to vLLM. ``True``: such
+      a dequeue waits as for a writer that sends nothing; ``False`` (verifiedring's): it
+      raises :class:`~verifiedring.errors.ClosedError`.
     """
 
     room_check: RoomCheck | None = None
@@ -67,6 +74,7 @@ class EnginePolicy:
     tensor_reducer: Callable[[Any], Any] | None = None
     arena_attach: Callable[[Any], None] | None = None
     stall_wording: StallWording | None = None
+    wait_after_shutdown: bool = False
 
     def stall_log_interval(self) -> float:
         """The stall-log interval (seconds) an end built now takes (see the fields)."""

@@ -49,7 +49,6 @@ from ..engine import EnginePolicy, StallWording, set_engine_policy
 from ..errors import MisuseError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
 from ..queue import Handle, readiness
-from ..queue import reader as _reader_module
 from ..queue.readiness import REMOTE_POLL_WAIT_MS as REMOTE_POLL_WAIT_MS_DEFAULT
 from ..queue.serialization import rebuild_tensor as _rebuild_tensor
 from ..queue.serialization import reduce_tensor as _reduce_tensor
@@ -194,9 +193,9 @@ def install(engine: str = "vllm") -> ModuleType:
     policy = EnginePolicy(
         room_check=_room_check, log_interval=_warning_interval, tensor_reducer=_reduce_by_name,
         arena_attach=_register_reader_arena, stall_wording=_WORDING[engine],
+        wait_after_shutdown=True,
     )
     set_engine_policy(policy)
-    _reader_module.wait_after_shutdown(True)
     forward_to(*ENGINES[engine], policy.stall_wording)
     return _me
 
@@ -260,7 +259,6 @@ def uninstall() -> None:
         _give_back(path)
     _engine = "vllm"
     set_engine_policy(None)
-    _reader_module.wait_after_shutdown(False)
     stop_forwarding()
 
 
