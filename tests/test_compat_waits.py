@@ -423,7 +423,7 @@ def test_an_idle_reader_names_a_killed_writer_despite_a_long_recheck_interval(
         with MessageQueue.create_from_handle(run.channel("writer").recv(T), 0) as r:
             r.wait_until_ready(T)
             assert r.dequeue(T) == "first"
-            sc = r._spin_condition  # type: ignore[attr-defined]
+            sc = r._spin_condition
             sc.last_read = 0
             run.signal("writer", signal.SIGKILL)
             t, out = _in_thread(lambda: r.dequeue(None))

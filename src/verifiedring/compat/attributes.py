@@ -133,6 +133,8 @@ class VllmQueue(MessageQueue):
 
     recv = staticmethod(recv)
     ReadTimeoutWithWarnings = spin.ReadTimeoutWithWarnings
+    n_reader: int  # set by each core role
+    n_local_reader: int
 
     @classmethod
     def _role_classes(cls) -> RoleClasses:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import enum
 from collections.abc import Iterator, Sized
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, TypeVar
 
 import zmq
 
@@ -82,6 +82,9 @@ def _checked_settings(observer: object) -> float:
             "every wait"
         )
     return interval
+
+
+_End = TypeVar("_End", bound="MessageQueue")
 
 
 class RoleClasses(NamedTuple):
@@ -337,7 +340,7 @@ class MessageQueue:
     def _release(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> MessageQueue:
+    def __enter__(self: _End) -> _End:
         return self
 
     def __exit__(self, *exc: object) -> None:
