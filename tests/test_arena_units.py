@@ -15,8 +15,9 @@ from support.arenas import MIB, ArenaGroup, T, arena_groups, pattern
 from support.unpicklable import FailsToLoad
 
 from verifiedring import DecodeError, MisuseError
-from verifiedring.arena import ArenaReader, ArenaWriter, _rebuild_arena, use_attach_hook
+from verifiedring.arena import ArenaReader, ArenaWriter, _rebuild_arena
 from verifiedring.compat.tensor_arena import ShmTensorArena, facade_of
+from verifiedring.engine import EnginePolicy, set_engine_policy
 
 
 @pytest.fixture
@@ -228,11 +229,11 @@ def test_arena_sizes_are_checked_by_name() -> None:
 
 def test_a_reader_attaching_is_announced_and_has_one_facade(arenas: Any) -> None:
     seen: list[ArenaReader] = []
-    use_attach_hook(seen.append)
+    old = set_engine_policy(EnginePolicy(arena_attach=seen.append))
     try:
         g = arenas(2, arena_slots=1)  # each local reader attaches with the default
     finally:
-        use_attach_hook(None)
+        set_engine_policy(old)
     assert seen == [g.reader_arena(0), g.reader_arena(1)]
     facade = facade_of(g.reader_arena(0))
     assert isinstance(facade, ShmTensorArena) and facade_of(g.reader_arena(0)) is facade

@@ -14,6 +14,7 @@ from verifiedring.cgroup import (
     check_cgroup_memory_available,
     memory_headroom,
 )
+from verifiedring.engine import EnginePolicy, engine_policy, set_engine_policy
 
 MIB = 1 << 20
 
@@ -79,12 +80,14 @@ def test_low_headroom_warns_enough_logs_debug_never_raises(
 
 def test_the_segment_create_runs_the_room_check_in_use() -> None:
     seen: list[tuple[int, str, str]] = []
-    shm.use_room_check(lambda size, d, what: seen.append((size, d, what)))
+    old = set_engine_policy(
+        EnginePolicy(room_check=lambda size, d, what: seen.append((size, d, what)))
+    )
     try:
         seg = shm.SharedSegment.create(4096)
         seg.close()
         seg.unlink()
     finally:
-        shm.use_room_check(None)
+        set_engine_policy(old)
     assert seen == [(4096, shm.SHM_DIR, "the ring's segment")]
-    assert shm._room_check is shm.check_room
+    assert engine_policy().room_check is None

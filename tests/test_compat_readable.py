@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from verifiedring import CancelledError, MessageQueue, MisuseError
+from verifiedring import CancelledError, MisuseError
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue
 from verifiedring.queue import readiness
 from verifiedring.testing import wait_blocked
 

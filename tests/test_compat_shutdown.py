@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from verifiedring import CancelledError, ClosedError, MessageQueue, RingTimeoutError
+from verifiedring import CancelledError, ClosedError, RingTimeoutError
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue
 from verifiedring.testing import wait_blocked
 
 T = 10.0

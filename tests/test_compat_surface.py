@@ -16,15 +16,9 @@ import pytest
 import zmq
 from support.engines import installed_over_fake_engines
 
-from verifiedring import (
-    BrokenPeerError,
-    MessageQueue,
-    MisuseError,
-    RingTimeoutError,
-    SharedMemoryFullError,
-    ShmRingBuffer,
-)
+from verifiedring import BrokenPeerError, MisuseError, RingTimeoutError, SharedMemoryFullError
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue, ShmRingBuffer
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -201,7 +195,7 @@ def test_an_engine_module_imported_before_install_is_replaced_then_restored(
     parent = sys.modules[parent_name]
     theirs = types.ModuleType(shim.VLLM_MODULE)
     their_queue = type("MessageQueue", (), {})
-    theirs.MessageQueue = their_queue
+    theirs.MessageQueue = their_queue  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, shim.VLLM_MODULE, theirs)
     monkeypatch.setattr(parent, leaf, theirs, raising=False)
     monkeypatch.delitem(sys.modules, shim.SGLANG_MODULE, raising=False)

@@ -16,8 +16,9 @@ from unittest import mock
 import pytest
 import torch
 
-from verifiedring import MessageQueue, MisuseError
+from verifiedring import MisuseError
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue
 from verifiedring.queue import serialization
 
 T = 10.0

@@ -14,14 +14,9 @@ from typing import Any
 import pytest
 from support.fakes import segment_exists
 
-from verifiedring import (
-    CancelledError,
-    MessageQueue,
-    MisuseError,
-    RingTimeoutError,
-    ShmRingBuffer,
-)
+from verifiedring import CancelledError, MisuseError, RingTimeoutError
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue, ShmRingBuffer
 from verifiedring.distributed.group import create_from_process_group
 from verifiedring.queue.wire import HEADER_BYTES
 from verifiedring.testing import wait_blocked
@@ -147,7 +142,7 @@ def test_response_queue_and_a_rankless_remote_reader() -> None:
         for i in range(5):
             w.enqueue({"i": i, "blob": b"x" * 100_000})
         assert [r.dequeue(T)["i"] for _ in range(5)] == list(range(5))
-        assert "without a rank" in r._who()  # type: ignore[attr-defined]
+        assert "without a rank" in r._who()
     finally:
         r.close()
         w.close()
@@ -192,7 +187,8 @@ class StatelessGroup:
 
 
 def test_create_from_a_stateless_process_group() -> None:
-    world, shared, barrier = 3, {}, threading.Barrier(3)
+    world, barrier = 3, threading.Barrier(3)
+    shared: dict[str, Any] = {}
     queues: dict[int, MessageQueue] = {}
     errors: list[BaseException] = []
 
@@ -259,7 +255,7 @@ def test_install_points_the_vllm_module_path_here(monkeypatch: pytest.MonkeyPatc
 
 def _install_and_import(monkeypatch: pytest.MonkeyPatch) -> None:
     shim.install()
-    from vllm.distributed.device_communicators.shm_broadcast import (  # type: ignore[import-not-found]
+    from vllm.distributed.device_communicators.shm_broadcast import (
         Handle,
         memory_fence,
     )
@@ -277,7 +273,7 @@ def _install_and_import(monkeypatch: pytest.MonkeyPatch) -> None:
     stale = types.ModuleType(shim.VLLM_MODULE)
     monkeypatch.setitem(sys.modules, shim.VLLM_MODULE, stale)
     shim.install()
-    assert stale.MessageQueue is MessageQueue  # type: ignore[attr-defined]
+    assert stale.MessageQueue is MessageQueue
 
 
 def test_acquire_write_and_acquire_read_on_the_queue() -> None:

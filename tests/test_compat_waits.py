@@ -19,15 +19,10 @@ from unittest import mock
 import pytest
 from support.engines import installed_over_fake_engines
 
-from verifiedring import (
-    BrokenPeerError,
-    CancelledError,
-    MessageQueue,
-    MisuseError,
-    RingTimeoutError,
-)
+from verifiedring import BrokenPeerError, CancelledError, MisuseError, RingTimeoutError
 from verifiedring.compat import spin
 from verifiedring.compat import vllm as shim
+from verifiedring.compat.vllm import MessageQueue
 from verifiedring.queue import wire
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.launcher import Supervisor, Task, channel
@@ -170,8 +165,8 @@ def test_timeout_ms_is_the_least_of_recheck_warning_and_deadline(
     clock: _Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(shim, "SHM_READER_RECHECK_INTERVAL_MS", 7)
-    assert MessageQueue.ReadTimeoutWithWarnings(None, False).timeout_ms() == 7  # type: ignore[attr-defined]
-    assert MessageQueue.ReadTimeoutWithWarnings(None, True).timeout_ms() == 7  # type: ignore[attr-defined]
+    assert MessageQueue.ReadTimeoutWithWarnings(None, False).timeout_ms() == 7
+    assert MessageQueue.ReadTimeoutWithWarnings(None, True).timeout_ms() == 7
     monkeypatch.setattr(shim, "SHM_READER_RECHECK_INTERVAL_MS", 5000)
     assert spin.ReadTimeoutWithWarnings(None, False).timeout_ms() == 500  # the watch bound
     monkeypatch.setattr(shim, "VLLM_RINGBUFFER_WARNING_INTERVAL", 0.2)
@@ -428,7 +423,7 @@ def test_an_idle_reader_names_a_killed_writer_despite_a_long_recheck_interval(
         with MessageQueue.create_from_handle(run.channel("writer").recv(T), 0) as r:
             r.wait_until_ready(T)
             assert r.dequeue(T) == "first"
-            sc = r._spin_condition  # type: ignore[attr-defined]
+            sc = r._spin_condition
             sc.last_read = 0
             run.signal("writer", signal.SIGKILL)
             t, out = _in_thread(lambda: r.dequeue(None))

@@ -47,7 +47,7 @@ from verifiedring.steps import (
     WRITER_SEND_LOCAL_FRAME,
     WRITER_TELL_BROKEN,
 )
-from verifiedring.testing.faults import reader_cursor, replace_reader_cursor
+from verifiedring.testing.faults import observe_cursor, reader_cursor, replace_reader_cursor
 from verifiedring.testing.scheduler import HANDOFF_TIMEOUT, IDLE, Ended, PollSeen, Scheduler
 
 pytestmark = pytest.mark.xdist_group("queue-machines")
@@ -107,7 +107,7 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
         self.reader.wait_until_ready(10.0)
         gate = RingGate(reader_cursor(self.reader), self.sched, READER, self.reader, WAIT_MS)
         self.cleanup.enter_context(replace_reader_cursor(self.reader, gate))
-        self.writer._local.cursor.observer = PollSeen(self.sched)  # type: ignore[attr-defined]
+        observe_cursor(self.writer, PollSeen(self.sched))
         self.threads = [
             self.sched.start_actor(actor, lambda actor=actor: self._call(actor))  # type: ignore[misc]
             for actor in (WRITER_ACTOR, READER)

@@ -36,6 +36,7 @@ from verifiedring.queue.wire import (
     read_header,
 )
 from verifiedring.steps import WRITER_PUBLISH
+from verifiedring.testing.faults import observe_cursor
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -180,7 +181,7 @@ def test_an_interrupt_before_the_publish_store_leaves_the_sequence_number_unused
     made += [w, r]
     w.enqueue("m0", timeout=T)
     interrupt = InterruptBefore(WRITER_PUBLISH)
-    w._local.cursor.observer = interrupt  # type: ignore[attr-defined]
+    observe_cursor(w, interrupt)
     interrupt.armed = True
     with pytest.raises(Interrupt):
         if how == "acquire_write":

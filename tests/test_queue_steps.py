@@ -40,6 +40,7 @@ from verifiedring.steps import (
     WRITER_PUBLISH_CHUNK,
     WRITER_PUBLISH_RUN_CHUNK,
 )
+from verifiedring.testing.faults import observe_cursor
 from verifiedring.testing.scheduler import HANDOFF_TIMEOUT, IDLE, Ended, PollSeen, Scheduler
 
 pytestmark = pytest.mark.xdist_group("queue-machines")
@@ -94,8 +95,8 @@ class RunStepMachine(StepActors, RuleBasedStateMachine):
             sched.start_actor(actor, lambda actor=actor: self._call(actor))  # type: ignore[misc]
             for actor in (WRITER_ACTOR, READER)
         ]
-        self.writer._local.cursor.observer = PollSeen(sched)  # type: ignore[attr-defined]
-        self.reader._cursor.observer = PollSeen(sched)  # type: ignore[attr-defined]
+        observe_cursor(self.writer, PollSeen(sched))
+        observe_cursor(self.reader, PollSeen(sched))
         #: For each sequence number: ("ok", pickle), ("decode",) or ("aborted",).
         self.outcome: dict[int, tuple[Any, ...]] = {}
         self.planned: tuple[Any, ...] = ()  # the outcome of the message being enqueued

@@ -300,7 +300,7 @@ def test_wake_on_publish_false_sleeps_doubling() -> None:
         with r.acquire_read(HOLD) as buf:
             assert bytes(buf[:4]) == b"late"
         writer.join(HOLD)
-        assert ring._sleep_words[0] == 0  # never announced
+        assert ring.views.sleep_words[0] == 0  # never announced
 
 
 def _idle_reader(handle: Any) -> None:

@@ -568,7 +568,7 @@ def test_the_wake_up_clears_and_wakes_exactly_the_readers_seen_asleep() -> None:
 
     try:
         rig.w.observer = Both()
-        words = rig.ring._sleep_words
+        words = rig.ring.views.sleep_words
         words[1] = words[2] = 1
         write(rig.w, b"x")
         steps = [s for s in seen if s[1].startswith(("WriterCheck", "WriterClearS", "WriterWake"))]

@@ -37,12 +37,12 @@ from support.fakes import segment_exists
 
 from verifiedring import DecodeError, MessageQueue, MisuseError, RingTimeoutError, arena
 from verifiedring.arena import ArenaReader, ArenaWriter
+from verifiedring.engine import EnginePolicy, set_engine_policy
 from verifiedring.queue import wire
 from verifiedring.queue.serialization import (
     Serializer,
     rebuild_tensor,
     reduce_tensor,
-    use_tensor_reducer,
 )
 from verifiedring.steps import (
     ARENA_CLAIM,
@@ -150,11 +150,11 @@ def test_a_tensor_reducer_hook_reduces_every_tensor_until_removed() -> None:
         seen.append(t.numel())
         return reduce_tensor(t)
 
-    use_tensor_reducer(hook)
+    old = set_engine_policy(EnginePolicy(tensor_reducer=hook))
     try:
         got = roundtrip([torch.arange(3), torch.arange(5)])
     finally:
-        use_tensor_reducer(None)
+        set_engine_policy(old)
     assert seen == [3, 5] and [g.tolist() for g in got] == [[0, 1, 2], [0, 1, 2, 3, 4]]
     roundtrip(torch.arange(4))
     assert seen == [3, 5]
@@ -414,7 +414,7 @@ def test_a_raw_read_of_an_arena_message_releases_its_slot_at_the_next_read(
     r = g.readers[0]
     g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
     a = g.reader_arena(0)
-    chunk = g.writer._local.ring._data_views[0]  # the writer's view of chunk 0
+    chunk = g.writer._local.ring.views.data[0]  # the writer's view of chunk 0
     _, _, nstream, nbuf = wire.read_header(chunk)  # the stub's pickle, no buffer
     with r.acquire_read(timeout=T) as buf:  # the bytes stored, none past them
         assert buf.readonly and nbuf == 0 and buf.nbytes == nstream

@@ -12,12 +12,11 @@ from collections.abc import Callable
 import pytest
 from support.groups import LOOPBACK, Group, T
 
-import verifiedring.compat.vllm  # noqa: F401 -- attaches vLLM's attributes (buffer)
 from verifiedring import BusyError, ClosedError, MessageQueue, RingTimeoutError
 from verifiedring.queue import wire
 from verifiedring.queue.lifecycle import WriterState
 from verifiedring.testing import wait_blocked
-from verifiedring.testing.faults import ring_chunk
+from verifiedring.testing.faults import ring_chunk, writer_ring
 
 CHUNKS = 4  # Group's ring: max_chunks=4
 PAYLOAD = 4096 - wire.HEADER_BYTES  # Group's max_chunk_bytes=4096, less the header
@@ -216,8 +215,8 @@ def test_acquire_write_fills_the_claimed_chunk_in_place_and_publishes_on_exit(
         buf[1:4] = b"abc"
         buf[PAYLOAD - 1] = 7
         assert ring_chunk(w, 1)[0] == 0  # claimed: not written yet
-        with w.buffer.get_data(1) as data:  # type: ignore[attr-defined]
-            assert bytes(data[wire.HEADER_BYTES : wire.HEADER_BYTES + 4]) == b"\x7babc"
+        data = writer_ring(w).views.data[1]
+        assert bytes(data[wire.HEADER_BYTES : wire.HEADER_BYTES + 4]) == b"\x7babc"
     assert ring_chunk(w, 1) == (1, wire.RAW, 1)
     for r in (local, remote):
         assert r.dequeue(timeout=T) == "first"

@@ -23,6 +23,8 @@ from .errors import (
 )
 from .layout import RingLayout
 from .ring import ReaderCursor, RingHandle, ShmRingBuffer, WriterCursor
+from .steps import QueueObserver, StepObserver
+from .waiting import Deadline
 
 if TYPE_CHECKING:
     from .queue import Handle, MessageQueue
@@ -32,17 +34,20 @@ __all__ = [
     "BusyError",
     "CancelledError",
     "ClosedError",
+    "Deadline",
     "DecodeError",
     "Handle",
     "MessageAbortedError",
     "MessageQueue",
     "MisuseError",
+    "QueueObserver",
     "ReaderCursor",
     "RingHandle",
     "RingLayout",
     "RingTimeoutError",
     "SharedMemoryFullError",
     "ShmRingBuffer",
+    "StepObserver",
     "VerifiedRingError",
     "WriterCursor",
 ]

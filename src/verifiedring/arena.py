@@ -5,8 +5,9 @@ a remote reader cannot map the writer's memory, so such a queue has no
 arena, as in vLLM) owns one more segment of ``n_slots`` slots of
 ``slot_bytes`` each. Per slot it holds ``seq`` and ``gen`` (u64: the message
 and the claim that filled it) and one *owes* byte per local reader (1: that
-reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
-``# spec:`` comments name its actions.
+reader may still view the slot): the byte layout and who stores each byte are
+:class:`~verifiedring.layout.ArenaLayout`'s. ``spec/TensorArena.tla`` is the model;
+the ``# spec:`` comments name its actions.
 
 * Writer (:class:`ArenaWriter`, inside ``Serializer.dumps``): a tensor that
   :func:`qualifies` (contiguous, CPU, at least :data:`ARENA_MIN_BYTES`) claims
@@ -37,8 +38,8 @@ reader may still view the slot). ``spec/TensorArena.tla`` is the model; the
   sweep that loads a new claim's byte 1 loads that claim's seq (not consumed).
   The writer unlinks the segment's name once every reader has attached, as
   the ring's.
-* A queue's reader announces itself to the hook of :func:`use_attach_hook`
-  (compat: vLLM's registry of reader arenas).
+* A queue's reader announces itself to the engine policy's ``arena_attach``
+  (:class:`~verifiedring.engine.EnginePolicy`; compat: vLLM's registry of reader arenas).
 
 A reader that closes while it still views slots keeps the mapping until the
 last view is gone (the views pin it). Sizes: the pages are reserved at
@@ -47,14 +48,15 @@ create (``posix_fallocate``, as the ring's), ``n_slots * slot_bytes`` bytes.
 
 from __future__ import annotations
 
-import struct
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import engine
 from .errors import require_int
+from .layout import ARENA_META, ArenaLayout
 from .ordering import fence
 from .shm import ARENA_SEGMENT, SharedSegment
 
@@ -62,9 +64,7 @@ from .shm import ARENA_SEGMENT, SharedSegment
 ARENA_MIN_BYTES = 8 * 1024 * 1024
 DEFAULT_SLOTS = 4
 DEFAULT_SLOT_BYTES = 128 * 1024 * 1024
-_META = struct.Struct("<QQ")  # seq, gen; then one owes byte per reader
-_ALIGN = 4096  # the first slot's offset
-_SLOT_ALIGN = 64  # every slot's offset: any dtype's alignment
+_META = ARENA_META  # seq, gen; then one owes byte per reader (layout.ArenaLayout)
 
 
 def qualifies(t: Any, min_bytes: int) -> bool:
@@ -95,20 +95,9 @@ class ArenaHandle(tuple[int, int, int, str]):
         return self.name, self.n_reader, self.n_slots, self.slot_bytes  # pickle: __new__'s
 
     @property
-    def meta_bytes(self) -> int:
-        return _META.size + self.n_reader
-
-    @property
-    def data_offset(self) -> int:
-        return -(-self.n_slots * self.meta_bytes // _ALIGN) * _ALIGN
-
-    @property
-    def slot_stride(self) -> int:
-        return -(-self.slot_bytes // _SLOT_ALIGN) * _SLOT_ALIGN
-
-    @property
-    def total_bytes(self) -> int:
-        return self.data_offset + self.n_slots * self.slot_stride
+    def layout(self) -> ArenaLayout:
+        """The segment's byte layout (:class:`~verifiedring.layout.ArenaLayout`)."""
+        return ArenaLayout(self.n_reader, self.n_slots, self.slot_bytes)
 
 
 class _Arena:
@@ -117,10 +106,9 @@ class _Arena:
     def __init__(self, handle: ArenaHandle, segment: SharedSegment) -> None:
         self.handle = handle
         self.segment = segment
-        self._meta = handle.meta_bytes
-        self._owes = _META.size
-        #: The engine-shaped object over this arena, if one was made (compat sets it).
-        self.facade: Any = None
+        self.layout = layout = handle.layout
+        self._meta = layout.meta_bytes
+        self._owes = layout.owes_offset(0)
 
     def owes(self, slot: int) -> memoryview:
         start = slot * self._meta + self._owes
@@ -131,7 +119,7 @@ class _Arena:
         return seq, gen
 
     def offset(self, slot: int) -> int:
-        return self.handle.data_offset + slot * self.handle.slot_stride
+        return self.layout.slot_offset(slot)
 
 
 class ArenaWriter(_Arena):
@@ -145,7 +133,7 @@ class ArenaWriter(_Arena):
         for what, value in (("n_slots", n_slots), ("slot_bytes", slot_bytes)):
             require_int(f"tensor arena {what}", value)
         probe = ArenaHandle("", n_reader, n_slots, slot_bytes)
-        segment = SharedSegment.create(probe.total_bytes, what=ARENA_SEGMENT)
+        segment = SharedSegment.create(probe.layout.total_bytes, what=ARENA_SEGMENT)
         super().__init__(ArenaHandle(segment.name, n_reader, n_slots, slot_bytes), segment)
         self._next_seq = next_seq
         self._next_slot = 0
@@ -229,17 +217,6 @@ class ArenaWriter(_Arena):
         self.segment.unlink()
 
 
-#: Called with each :class:`ArenaReader` that announces itself (see :func:`use_attach_hook`).
-_attach_hook: Callable[[ArenaReader], None] | None = None
-
-
-def use_attach_hook(hook: Callable[[ArenaReader], None] | None) -> None:
-    """Call ``hook`` with every arena reader a queue attaches from now on (compat:
-    vLLM's registry of reader arenas); ``None``: no call."""
-    global _attach_hook
-    _attach_hook = hook
-
-
 _current = threading.local()  # .reader: the arena reader whose dequeue runs in this thread
 
 
@@ -258,8 +235,8 @@ class ArenaReader(_Arena):
 
     def __init__(self, handle: ArenaHandle, index: int, announce: bool = True) -> None:
         """Attach as local reader ``index``; ``announce``: pass this reader to the
-        hook of :func:`use_attach_hook` (a queue's readers do)."""
-        super().__init__(handle, SharedSegment.attach(handle.name, handle.total_bytes))
+        engine policy's ``arena_attach`` (a queue's readers do)."""
+        super().__init__(handle, SharedSegment.attach(handle.name, handle.layout.total_bytes))
         self.index = index
         self._lock = threading.RLock()
         self._viewed: dict[int, int] = {}  # slot -> gen of the live view
@@ -273,7 +250,7 @@ class ArenaReader(_Arena):
         #: one entry per slot).
         self.freed: dict[int, None] = {}
         self._closed = False
-        hook = _attach_hook
+        hook = engine.policy.arena_attach
         if announce and hook is not None:
             hook(self)
 

@@ -1,29 +1,64 @@
 """What the ring's two cursors share, beneath the protocol steps of :mod:`.cursors`.
 
-The chunk views and index of one side, its hold state, the roles claimed in
-this process, and what each side says about a wait (its stall text, its
-timeout). No flag is stored here: every step and fence is :mod:`.cursors`'s.
+:class:`RingViews`, the views of one mapped segment that the ring hands its
+cursors; the index and hold state of one side; what each side says about a wait
+(its stall text, its timeout). The one-message steps of ``spec/RingBuffer.tla``
+and ``spec/ReaderSleep.tla`` are :mod:`.cursors`'s; the wake-every-reader steps
+of ``spec/ReaderWake.tla`` are here, beside the state they clear:
+:meth:`WriterSide.wake_all` (WriterWakeAllClear, WriterWakeAllWake, after a
+SHUTDOWN, a BROKEN or a wake-up that raised) and :meth:`ReaderSide.cut_sleep`
+(CutterSetStop, CutterClearSleep, CutterWake).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import ClosedError, MisuseError, RingTimeoutError
-from .layout import WRITTEN_POSITION
+from .layout import SLEEP_WORD_SIZE, WRITTEN_POSITION, RingLayout
 from .steps import StepObserver
-from .waiting import StallLog, futex_wake
+from .waiting import SLEEP_KIND, Sleeper, StallLog, buffer_address, futex_wake
 
 if TYPE_CHECKING:
     from .reservation import PageReserver
-    from .ring import ShmRingBuffer
 
-#: Roles claimed in this process, per segment: (segment name, reader index) for a
-#: reader, (segment name, None) for the writer. Two cursors of one role on one
-#: segment in one process would break the single-writer / own-flag rules.
-claimed_roles: set[tuple[str, int | None]] = set()
+
+@dataclass(frozen=True)
+class RingViews:
+    """The views of one mapped ring segment, made once by its :class:`ShmRingBuffer`
+    and handed to each cursor it makes: the hot path only indexes these lists."""
+
+    name: str  # the segment's name
+    layout: RingLayout
+    data: list[memoryview]  # chunk c's data bytes
+    flags: list[memoryview]  # chunk c's flag block: written, then a read flag per reader
+    sleep_view: memoryview  # every sleep word's bytes: the writer's one copy and compare
+    sleep_words: memoryview  # the same, as native 32-bit words, one per reader
+    #: Each reader's sleep word as an address, for the futex (empty without one).
+    sleep_addresses: tuple[int, ...]
+
+    @classmethod
+    def over(cls, buf: memoryview, layout: RingLayout, name: str) -> RingViews:
+        """The views of the segment ``name`` mapped at ``buf``, laid out by ``layout``."""
+        size, per_chunk = layout.max_chunk_bytes, layout.flags_per_chunk
+        words = [layout.sleep_offset(r) for r in range(layout.n_reader)]
+        sleep = buf[words[0] : words[-1] + SLEEP_WORD_SIZE]
+        return cls(
+            name, layout,
+            [buf[o : o + size] for o in map(layout.data_offset, range(layout.max_chunks))],
+            [buf[o : o + per_chunk] for o in map(layout.flags_offset, range(layout.max_chunks))],
+            sleep, sleep.cast("I"),
+            tuple(buffer_address(buf[o : o + SLEEP_WORD_SIZE]) for o in words)
+            if SLEEP_KIND == "futex" else (),
+        )
+
+    def release(self) -> None:
+        """Release every view (the segment can be unmapped once no other is held)."""
+        for view in (*self.data, *self.flags, self.sleep_words, self.sleep_view):
+            view.release()
 
 
 class Cursor:
@@ -32,15 +67,15 @@ class Cursor:
     actor: str
 
     def __init__(
-        self, ring: ShmRingBuffer, observer: StepObserver | None, log_interval: float
+        self, views: RingViews, observer: StepObserver | None, log_interval: float
     ) -> None:
-        self._ring = ring
-        self._name = ring.name
-        self._n_reader = ring.layout.n_reader
-        self._max_chunks = ring.layout.max_chunks
-        self._data = ring._data_views
-        self._flags = ring._flag_views
-        self._sleep_words = ring._sleep_words  # one 32-bit word per reader (layout.py)
+        self._name = views.name
+        self.layout = views.layout  # the ring's geometry
+        self._n_reader = views.layout.n_reader
+        self._max_chunks = views.layout.max_chunks
+        self._data = views.data
+        self._flags = views.flags
+        self._sleep_words = views.sleep_words  # one 32-bit word per reader (layout.py)
         self.observer = observer
         self.log_interval = log_interval
         # Invariant: the next chunk this side will use, 0..max_chunks-1; private to it.
@@ -50,7 +85,6 @@ class Cursor:
         #: How many times fill()/take() has held a chunk (a lease knows its own hold).
         self.holds = 0
         self._closed = False  # set when the ring closes (it detaches every cursor)
-        self._claim_key: tuple[str, int | None] = (ring.name, None)
 
     @property
     def holding(self) -> bool:
@@ -83,9 +117,9 @@ class Cursor:
     def _describe_wait(self) -> str:
         raise NotImplementedError
 
-    def _detach(self) -> None:
+    def detach(self) -> None:
+        """The ring is closing: every acquire from now on raises :class:`ClosedError`."""
         self._closed = True
-        claimed_roles.discard(self._claim_key)
 
 
 class WriterSide(Cursor):
@@ -119,22 +153,22 @@ class WriterSide(Cursor):
             futex_wake(address)
 
     def __init__(
-        self, ring: ShmRingBuffer, pages: PageReserver, observer: StepObserver | None,
+        self, views: RingViews, pages: PageReserver, observer: StepObserver | None,
         log_interval: float,
     ) -> None:
-        super().__init__(ring, observer, log_interval)
+        super().__init__(views, observer, log_interval)
         #: (reader index, its flag's position in a chunk's flag block), in reader order.
         self._positions = tuple(
-            (r, ring.layout.read_flag_position(r)) for r in range(self._n_reader)
+            (r, views.layout.read_flag_position(r)) for r in range(self._n_reader)
         )
-        self._sleep_view = ring._sleep_view
-        self._none_asleep = bytes(len(ring._sleep_view))
-        self._sleep_addresses = ring.sleep_addresses
+        self._sleep_view = views.sleep_view
+        self._none_asleep = bytes(len(views.sleep_view))
+        self._sleep_addresses = views.sleep_addresses
         # The page reservation (.reservation): the reserver's own list of marks, so a
         # write within its chunk's mark costs one compare.
         self._marks = pages.marks
         self._reserve = pages.reserve
-        self._chunk_bytes = ring.layout.max_chunk_bytes
+        self._chunk_bytes = views.layout.max_chunk_bytes
 
     def unread_by(self) -> list[int]:
         """Local reader indices that have not read the writer's current chunk."""
@@ -164,6 +198,8 @@ class WriterSide(Cursor):
 class ReaderSide(Cursor):
     """What a reader cursor says about its waits."""
 
+    #: What this reader's waits block in (``None``: a doubling sleep); see :meth:`use_sleeper`.
+    sleeper: Sleeper | None
     reader: int
     _own: int  # its read flag's position in a chunk's flag block
     _address: int  # its sleep word's address (0: it never blocks on the futex)
@@ -174,6 +210,15 @@ class ReaderSide(Cursor):
         if not self._holding:
             raise MisuseError(f"{self.actor} of ring {self._name!r} holds no chunk")
         return self._data[self.index]
+
+    def use_sleeper(self, sleeper: Sleeper) -> None:
+        """The plug point of this reader's waits: from its next wait on, each one that
+        outlasts its spin calls ``sleeper`` (:class:`~verifiedring.waiting.Sleeper`: its
+        ``spin_seconds``, ``max_block``, ``max_idle_block`` and ``sleep(poll, timeout)``)
+        instead of the cursor's own futex sleep (an engine's wait knobs, e.g.
+        :class:`verifiedring.compat.spin.SpinCondition`). Call it from the reader's thread,
+        between waits."""
+        self.sleeper = sleeper
 
     def cut_sleep(self, stop: Callable[[], None] | None = None) -> None:
         """End this reader's block now, from another thread (``shutdown()``, the writer

@@ -44,7 +44,8 @@ fence between (FS1, FS2). So either the reader's re-check sees the message or
 the writer sees the word and wakes it; the futex blocks only while the word is
 still 1, so a wake between the re-check and the block is not lost (TLC:
 ``NoLostWakeupInv``, ``EveryMessageReadProp`` with no timeout action). An exception
-in the wake-up wakes every reader (``spec/ReaderWake.tla``).
+in the wake-up wakes every reader (``spec/ReaderWake.tla``): those steps, and the
+cut of one reader's block, are :mod:`.cursor_base`'s (``wake_all``, ``cut_sleep``).
 
 The reader loads its own flag before ``written``: in the other order a stale
 ``written == 1`` from the chunk's previous lap, then a flag just cleared by
@@ -57,9 +58,8 @@ TLC checks for these steps, with models and bounds: ``spec/README.md``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from .cursor_base import ReaderSide, WriterSide, claimed_roles
+from .cursor_base import ReaderSide, RingViews, WriterSide
 from .layout import WRITTEN_POSITION
 from .leases import ReadLease, WriteLease
 from .ordering import fence
@@ -98,10 +98,7 @@ from .waiting import (
     wait_for,
 )
 
-if TYPE_CHECKING:
-    from .ring import ShmRingBuffer
-
-__all__ = ["ReaderCursor", "WriterCursor", "claimed_roles"]
+__all__ = ["ReaderCursor", "WriterCursor"]
 
 
 class WriterCursor(WriterSide):
@@ -261,17 +258,16 @@ class ReaderCursor(ReaderSide):
 
     def __init__(
         self,
-        ring: ShmRingBuffer,
+        views: RingViews,
         reader: int,
         observer: StepObserver | None,
         log_interval: float,
         wake_on_publish: bool = True,
     ) -> None:
-        super().__init__(ring, observer, log_interval)
+        super().__init__(views, observer, log_interval)
         self.reader = reader
         self.actor = reader_actor(reader)
-        self._own = ring.layout.read_flag_position(reader)
-        self._claim_key = (ring.name, reader)
+        self._own = views.layout.read_flag_position(reader)
         #: How long a wait spins (:attr:`spin_seconds`; ``pace.longest`` the most), the
         #: longest its first block lasts, and the longest a later one lasts (each at
         #: most twice the one before).
@@ -282,7 +278,7 @@ class ReaderCursor(ReaderSide):
         #: the futex is available and ``wake_on_publish``; else ``None`` (doubling sleep).
         futex = wake_on_publish and SLEEP_KIND == "futex"
         self.sleeper: Sleeper | None = self if futex else None
-        self._address = ring.sleep_addresses[reader] if self.sleeper is not None else 0
+        self._address = views.sleep_addresses[reader] if self.sleeper is not None else 0
 
     @property
     def spin_seconds(self) -> float:

@@ -1,4 +1,8 @@
-"""The byte layout of a ring segment. No other module computes an offset.
+"""The byte layouts of a ring segment (:class:`RingLayout`) and of a tensor arena
+segment (:class:`ArenaLayout`). No other module computes an offset.
+
+Ring segment
+------------
 
 ::
 
@@ -41,10 +45,40 @@ store never tears and the kernel's futex can wait on it):
   after it woke, or cleared by the writer just before waking it). Stored by
   reader k (1 and 0; 0 also from another thread of its process, its
   ``shutdown()``, just before waking it) and by the writer (0 only).
+
+Arena segment (:mod:`verifiedring.arena`, model ``spec/TensorArena.tla``)
+---------------------------------------------------------------------------
+::
+
+    offset 0
+    +-----+-----+----+----+-----+------+-----+-----+----+-----+------+ ...   metadata:
+    | seq | gen | o0 | o1 | ... | oN-1 | seq | gen | o0 | ... | oN-1 |       M = 16 + N
+    +-----+-----+----+----+-----+------+-----+-----+----+-----+------+       per slot
+    \\--------- slot 0 (M bytes) ------/ \\------- slot 1 -----------/
+    data_base = n_slots * M rounded up to 4096
+    +-------------+-------------+-----+---------------+   data area: each slot
+    | slot 0      | slot 1      | ... | slot K-1      |   slot_stride = slot_bytes
+    +-------------+-------------+-----+---------------+   rounded up to 64
+
+    K = n_slots, N = n_reader (the queue's local readers)
+    total = data_base + K * slot_stride
+
+Encoding, and who stores each field:
+
+* ``seq`` (u64, little-endian): the sequence number of the message whose tensor
+  the slot holds. Stored only by the writer, at a claim, before the owes bytes.
+* ``gen`` (u64, little-endian): the claim's number (1, 2, ...; 0: never claimed);
+  a stub carries it. Stored only by the writer, with seq.
+* ``o<k>`` (owes, one byte): 1 -- local reader k may still view the slot; 0 -- it
+  has released it (initial, a view's last storage freed, or a sweep). Stored by
+  the writer (1, at a claim) and by reader k (0); never by another reader.
+* the slot's data bytes: the tensor, copied in once by the writer after its claim;
+  only loaded by the readers.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from .errors import MisuseError, require_int
@@ -159,3 +193,52 @@ class RingLayout:
                 f"message of {nbytes} bytes does not fit: a message must fit in one chunk of "
                 f"max_chunk_bytes={self.max_chunk_bytes}"
             )
+
+
+#: An arena slot's metadata head: ``seq``, ``gen`` (then one owes byte per reader).
+ARENA_META = struct.Struct("<QQ")
+#: The arena's data area starts on a page; each slot on a 64-byte line (any dtype).
+ARENA_DATA_ALIGN = 4096
+ARENA_SLOT_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class ArenaLayout:
+    """Geometry of a tensor arena and the offsets of its slots' metadata and data
+    (the diagram above)."""
+
+    n_reader: int
+    n_slots: int
+    slot_bytes: int
+
+    @property
+    def meta_bytes(self) -> int:
+        """Metadata bytes of one slot: ``seq``, ``gen``, one owes byte per reader."""
+        return ARENA_META.size + self.n_reader
+
+    def meta_offset(self, slot: int) -> int:
+        """Offset of ``slot``'s ``seq`` (its metadata block)."""
+        return slot * self.meta_bytes
+
+    def owes_offset(self, slot: int) -> int:
+        """Offset of ``slot``'s owes byte of reader 0."""
+        return self.meta_offset(slot) + ARENA_META.size
+
+    @property
+    def data_base(self) -> int:
+        """Offset of the data area: after every slot's metadata, on a page."""
+        return -(-self.n_slots * self.meta_bytes // ARENA_DATA_ALIGN) * ARENA_DATA_ALIGN
+
+    @property
+    def slot_stride(self) -> int:
+        """Distance between two slots' data: ``slot_bytes`` rounded up to 64."""
+        return -(-self.slot_bytes // ARENA_SLOT_ALIGN) * ARENA_SLOT_ALIGN
+
+    def slot_offset(self, slot: int) -> int:
+        """Offset of ``slot``'s first data byte."""
+        return self.data_base + slot * self.slot_stride
+
+    @property
+    def total_bytes(self) -> int:
+        """Size of the whole segment: ``data_base + n_slots * slot_stride``."""
+        return self.data_base + self.n_slots * self.slot_stride

@@ -13,15 +13,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .cursors import ReaderCursor, WriterCursor, claimed_roles
+from .cursor_base import RingViews
+from .cursors import ReaderCursor, WriterCursor
 from .errors import ClosedError, MisuseError
-from .layout import SLEEP_WORD_SIZE, RingLayout
+from .layout import RingLayout
 from .reservation import PageReserver, committed_at_create, reserve_policy, room_at_create
 from .shm import SharedSegment
 from .steps import STEP_OBSERVER_METHODS, StepObserver, require_observer
-from .waiting import DEFAULT_LOG_INTERVAL, SLEEP_KIND, buffer_address
+from .waiting import DEFAULT_LOG_INTERVAL
 
-__all__ = ["ReaderCursor", "RingHandle", "ShmRingBuffer", "WriterCursor"]
+__all__ = ["ReaderCursor", "RingHandle", "RingViews", "ShmRingBuffer", "WriterCursor",
+           "claimed_roles"]
+
+#: Roles claimed in this process, per segment: (segment name, reader index) for a
+#: reader, (segment name, None) for the writer. Two cursors of one role on one
+#: segment in one process would break the single-writer / own-flag rules.
+claimed_roles: set[tuple[str, int | None]] = set()
 
 
 @dataclass(frozen=True)
@@ -86,23 +93,12 @@ class ShmRingBuffer:
         else:
             self._segment = SharedSegment.attach(name, self.layout.total_bytes)
             self._reserve = "pages"
-        buf = self._segment.buf
-        lay = self.layout
-        data = [lay.data_offset(c) for c in range(max_chunks)]
-        flags = [lay.flags_offset(c) for c in range(max_chunks)]
-        # Per-chunk views, made once: the hot path only indexes these lists.
-        self._data_views = [buf[o : o + max_chunk_bytes] for o in data]
-        self._flag_views = [buf[o : o + lay.flags_per_chunk] for o in flags]
-        words = [lay.sleep_offset(r) for r in range(n_reader)]
-        sleep = buf[words[0] : words[-1] + SLEEP_WORD_SIZE]
-        self._sleep_view = sleep  # the writer's one copy and compare
-        self._sleep_words = sleep.cast("I")  # native 32-bit words, one per reader
+        #: The segment's views, made once and handed to each cursor (:class:`RingViews`).
+        self.views = RingViews.over(self._segment.buf, self.layout, self._segment.name)
         #: Each reader's sleep word as an address, for the futex (empty without one).
-        self.sleep_addresses: tuple[int, ...] = (
-            tuple(buffer_address(buf[o : o + SLEEP_WORD_SIZE]) for o in words)
-            if SLEEP_KIND == "futex" else ()
-        )
+        self.sleep_addresses: tuple[int, ...] = self.views.sleep_addresses
         self._cursors: list[WriterCursor | ReaderCursor] = []
+        self._claims: list[tuple[str, int | None]] = []  # this instance's claimed_roles
         self._role: str | None = None
 
     @classmethod
@@ -148,7 +144,7 @@ class ShmRingBuffer:
         """The writer cursor. At most one per segment per process."""
         require_observer(observer, STEP_OBSERVER_METHODS, "StepObserver")
         self._claim("writer", None)
-        cursor = WriterCursor(self, PageReserver(self._segment, self.layout, self._reserve),
+        cursor = WriterCursor(self.views, PageReserver(self._segment, self.layout, self._reserve),
                               observer, log_interval)
         self._cursors.append(cursor)
         return cursor
@@ -166,7 +162,7 @@ class ShmRingBuffer:
         self.layout.check_reader(index)
         require_observer(observer, STEP_OBSERVER_METHODS, "StepObserver")
         self._claim("reader", index)
-        cursor = ReaderCursor(self, index, observer, log_interval, wake_on_publish)
+        cursor = ReaderCursor(self.views, index, observer, log_interval, wake_on_publish)
         self._cursors.append(cursor)
         return cursor
 
@@ -186,6 +182,7 @@ class ShmRingBuffer:
                 "one writer per ring, and each flag index belongs to one reader"
             )
         claimed_roles.add(key)
+        self._claims.append(key)
         self._role = role
 
     def creator_holds(self) -> bool:
@@ -203,11 +200,12 @@ class ShmRingBuffer:
         if self.closed:
             return
         for cursor in self._cursors:
-            cursor._detach()
+            cursor.detach()
         self._cursors.clear()
-        for views in (self._data_views, self._flag_views, (self._sleep_words, self._sleep_view)):
-            for view in views:
-                view.release()
+        for key in self._claims:
+            claimed_roles.discard(key)
+        self._claims.clear()
+        self.views.release()
         try:
             self._segment.close()
         except BufferError:

@@ -34,10 +34,12 @@ import mmap
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from multiprocessing import resource_tracker
 
+from . import engine
 from .cgroup import check_cgroup_memory_available
+from .engine import RoomCheck
 from .errors import BrokenPeerError, ClosedError, MisuseError, SharedMemoryFullError
 from .leftovers import SEGMENT_PREFIX, SHM_DIR, hold, reap, segment_name
 
@@ -45,7 +47,7 @@ NAME_PREFIX = SEGMENT_PREFIX
 SEGMENT_MODE = 0o600
 __all__ = [
     "ARENA_SEGMENT", "NAME_PREFIX", "RING_SEGMENT", "SHM_DIR", "RoomCheck", "SharedSegment",
-    "check_room", "no_room", "preflight", "use_room_check",
+    "check_room", "no_room", "preflight",
 ]
 
 logger = logging.getLogger("verifiedring")
@@ -58,8 +60,6 @@ _SHRINK = {
     ARENA_SEGMENT: "shrink the tensor arena (arena_slots * arena_slot_bytes), or build the "
                    "queue without it (enable_shm_tensor_arena=False)",
 }
-#: A room check: ``(size, directory, what)``, raising if the segment cannot be made.
-RoomCheck = Callable[[int, str, str], None]
 #: ``posix_fallocate`` errors that mean "no room" (tmpfs full, too large, memory cgroup).
 _NO_ROOM_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.ENOMEM)
 
@@ -103,20 +103,10 @@ def check_room(size: int, directory: str = SHM_DIR, what: str = RING_SEGMENT) ->
     check_cgroup_memory_available(size, what)
 
 
-_room_check: RoomCheck = check_room
-
-
-def use_room_check(check: RoomCheck | None) -> None:
-    """Make :meth:`SharedSegment.create` run ``check`` (an engine's own, e.g. the
-    compat layer's, which reads the names a test patches) instead of
-    :func:`check_room`; ``None`` restores it."""
-    global _room_check
-    _room_check = check_room if check is None else check
-
-
 def preflight(size: int, what: str = RING_SEGMENT) -> None:
-    """The room check in use (:func:`use_room_check`) for a segment of ``size`` bytes."""
-    _room_check(size, SHM_DIR, what)
+    """The room check in use for a segment of ``size`` bytes: the engine policy's
+    (:class:`~verifiedring.engine.EnginePolicy`), else :func:`check_room`."""
+    (engine.policy.room_check or check_room)(size, SHM_DIR, what)
 
 
 #: The longest a create waits for another's turn (one that holds it longer is stopped

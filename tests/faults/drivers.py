@@ -697,11 +697,11 @@ def shm_full_between_rings(bypass_check: bool) -> Obs:
     reservation alone catches it), and it still carries a small message after.
     Either way this process exits normally -- no SIGBUS."""
     from verifiedring import RingLayout
+    from verifiedring.engine import EnginePolicy, set_engine_policy
     from verifiedring.reservation import room_at_create
-    from verifiedring.shm import use_room_check
 
     if bypass_check:
-        use_room_check(lambda size, directory, what: None)
+        set_engine_policy(EnginePolicy(room_check=lambda size, directory, what: None))
     mcb, chunks = 1024 * 1024, 2
     obs: Obs = {"needs": room_at_create(RingLayout(1, mcb, chunks), "pages"),
                 "free_at_start": shm_free()}

@@ -127,8 +127,8 @@ def wrong_chunk(cursor: ReaderCursor) -> None:
 
 def shifted_flag(cursor: ReaderCursor) -> None:
     """Reader k: uses reader k+1's read flag (a flag index off by one)."""
-    n = cursor._ring.layout.n_reader
-    cursor._own = cursor._ring.layout.read_flag_position((cursor.reader + 1) % n)
+    n = cursor.layout.n_reader
+    cursor._own = cursor.layout.read_flag_position((cursor.reader + 1) % n)
 
 
 #: name -> (the side it applies to, the hook that puts the bug into that side's cursor)

@@ -17,9 +17,8 @@ does, sees each record once).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
+from .. import engine
 from ..waiting import STALL_MESSAGE
 
 LIBRARY_LOGGER = "verifiedring"
@@ -27,7 +26,7 @@ __all__ = ["LIBRARY_LOGGER", "Forward", "StallWording", "forward_to", "stop_forw
 
 
 #: How an engine words a stalled wait: the stall record's args -> its (msg, args).
-StallWording = Callable[[tuple[Any, ...]], tuple[str, tuple[Any, ...]]]
+StallWording = engine.StallWording
 
 
 class Forward(logging.Filter):

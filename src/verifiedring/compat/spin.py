@@ -24,7 +24,6 @@ from typing import Any
 import zmq
 
 from ..errors import MisuseError, RingTimeoutError
-from ..queue.local_reader import LocalReader
 from ..ring import ReaderCursor
 from ..waiting import Deadline, StallLog, block_seconds, to_ms
 
@@ -40,7 +39,7 @@ _sources: dict[str, Callable[[], float]] = {
 
 __all__ = [
     "WATCH_BOUND", "ReadTimeoutWithWarnings", "SpinCondition", "StandInSocket",
-    "block_cap", "reader_spin_condition", "use_sources", "writer_spin_condition",
+    "block_cap", "use_sources",
 ]
 
 
@@ -105,6 +104,14 @@ class SpinCondition:
     is_reader = True
     #: No spin of the core's first: a busy reader's yields are its ``wait`` calls.
     spin_seconds = 0.0
+
+    @classmethod
+    def plug_into(cls, cursor: ReaderCursor) -> SpinCondition:
+        """A SpinCondition plugged into ``cursor``'s waits (:meth:`ReaderCursor.use_sleeper`):
+        it blocks in the futex where the cursor did, else naps."""
+        cond = cls(cursor, futex=cursor.sleeper is not None)
+        cursor.use_sleeper(cond)
+        return cond
 
     def __init__(self, cursor: ReaderCursor, futex: bool) -> None:
         self.cursor = cursor
@@ -178,26 +185,6 @@ class WriterSpinCondition:
 
     def wait(self, timeout_ms: int | None = None) -> None:
         raise MisuseError(f"pid {os.getpid()}: the writer's _spin_condition cannot wait")
-
-
-def reader_spin_condition(reader: LocalReader) -> SpinCondition:
-    """``reader``'s SpinCondition, made and plugged into its cursor on the first call."""
-    got: SpinCondition | None = vars(reader).get("_vllm_spin_condition")
-    if got is None:
-        cursor = reader._cursor
-        got = SpinCondition(cursor, futex=cursor.sleeper is not None)
-        vars(reader)["_vllm_spin_condition"] = got
-        cursor.sleeper = got
-        reader.on_read = got.record_read
-    return got
-
-
-def writer_spin_condition(writer: Any) -> WriterSpinCondition:
-    """The writer's stand-in, one per writer."""
-    got: WriterSpinCondition | None = vars(writer).get("_vllm_spin_condition")
-    if got is None:
-        got = vars(writer)["_vllm_spin_condition"] = WriterSpinCondition()
-    return got
 
 
 class ReadTimeoutWithWarnings:

@@ -36,8 +36,13 @@ from ..arena import qualifies as _qualifies
 from ..shm import SharedSegment
 
 __all__ = ["_ARENA_MIN_BYTES", "_TENSOR_ARENAS", "ShmTensorArena", "_ArenaPickler",
-           "facade_of", "register"]
+           "drop_facade", "facade_of", "register"]
 
+#: The one facade over each queue arena, kept while the arena lives (the arena is a weak
+#: key and the facade holds it weakly too: the pair goes when the queue's arena does).
+_FACADES: weakref.WeakKeyDictionary[ArenaWriter | ArenaReader, ShmTensorArena] = (
+    weakref.WeakKeyDictionary()
+)
 #: Reader arenas by segment name, for the ``_ArenaPickler`` stubs' rebuild.
 _TENSOR_ARENAS: weakref.WeakValueDictionary[str, ShmTensorArena] = (
     weakref.WeakValueDictionary()
@@ -73,7 +78,7 @@ class ShmTensorArena:
         self._pin_attempted = False
         self._deferred_releases: list[tuple[Any, list[int]]] = []
         if not self._owned:
-            _over.facade = self
+            _FACADES[_over] = self
 
     @property
     def _arena(self) -> ArenaWriter | ArenaReader:
@@ -91,7 +96,7 @@ class ShmTensorArena:
     @property
     def total_bytes(self) -> int:
         """The segment's size in bytes."""
-        return self._arena.handle.total_bytes
+        return self._arena.layout.total_bytes
 
     def handle(self) -> tuple[int, int, int, str]:
         """``(n_reader, slot_bytes, n_slots, name)``: a reader's constructor arguments."""
@@ -184,12 +189,17 @@ def facade_of(arena: ArenaWriter | ArenaReader | None) -> ShmTensorArena | None:
     a reader's is entered in ``_TENSOR_ARENAS``)."""
     if arena is None:
         return None
-    if arena.facade is None:
-        facade = ShmTensorArena(arena.handle.n_reader, _over=arena)
+    made = _FACADES.get(arena)
+    if made is None:
+        made = ShmTensorArena(arena.handle.n_reader, _over=arena)
         if isinstance(arena, ArenaReader):
-            _TENSOR_ARENAS[arena.handle.name] = facade
-    made: ShmTensorArena = arena.facade
+            _TENSOR_ARENAS[arena.handle.name] = made
     return made
+
+
+def drop_facade(arena: ArenaWriter | ArenaReader) -> None:
+    """Let ``arena``'s :class:`ShmTensorArena` go (the next :func:`facade_of` makes a new one)."""
+    _FACADES.pop(arena, None)
 
 
 def register(reader: ArenaReader) -> None:

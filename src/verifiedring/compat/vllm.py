@@ -29,8 +29,9 @@ A stalled wait logs at vLLM's level (INFO) in vLLM's words ("No available shared
 memory broadcast block found in N seconds", N the warning interval), with
 verifiedring's detail after them.
 
-Importing this module adds vLLM's queue attributes (:mod:`.attributes`) and the
-static ``MessageQueue.recv``. The differences from vLLM's behaviour are in the
+``MessageQueue`` and ``ShmRingBuffer`` here are subclasses of verifiedring's carrying
+vLLM's attributes and the static ``MessageQueue.recv`` (:mod:`.attributes`); importing
+this module changes no core class. The differences from vLLM's behaviour are in the
 README's compatibility table.
 """
 
@@ -38,30 +39,25 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import shutil
 import sys
-from collections.abc import Sized
 from types import ModuleType
 from typing import Any
 
-from .. import arena as _arena_module
 from ..cgroup import check_cgroup_memory_available
-from ..errors import CancelledError, MisuseError, RingTimeoutError, SharedMemoryFullError
+from ..engine import EnginePolicy, StallWording, set_engine_policy
+from ..errors import MisuseError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
-from ..queue import Handle, MessageQueue, readiness
-from ..queue import message_queue as _queue_module
-from ..queue import reader as _reader_module
+from ..queue import Handle, readiness
 from ..queue.readiness import REMOTE_POLL_WAIT_MS as REMOTE_POLL_WAIT_MS_DEFAULT
 from ..queue.serialization import rebuild_tensor as _rebuild_tensor
 from ..queue.serialization import reduce_tensor as _reduce_tensor
-from ..queue.serialization import use_tensor_reducer
-from ..ring import ShmRingBuffer
-from ..shm import SHM_DIR, no_room, use_room_check
+from ..shm import SHM_DIR, no_room
 from ..waiting import STALL_MESSAGE
 from . import spin
-from .attributes import add_vllm_attributes
-from .logs import StallWording, forward_to, stop_forwarding
+from .attributes import VllmQueue as MessageQueue
+from .attributes import VllmRingBuffer as ShmRingBuffer
+from .logs import forward_to, stop_forwarding
 from .tensor_arena import _ARENA_MIN_BYTES, _TENSOR_ARENAS, ShmTensorArena, _ArenaPickler
 from .tensor_arena import register as _register_reader_arena
 
@@ -173,38 +169,6 @@ def _vllm_stall(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
 _WORDING: dict[str, StallWording | None] = {"vllm": _vllm_stall, "sglang": None}
 
 
-def recv(socket: Any, timeout: float | None) -> Any:
-    """vLLM's static ``MessageQueue.recv``: the next multipart message on the zmq
-    ``socket``, unpickled with its other parts as out-of-band buffers. ``timeout``
-    in seconds (``None``: no bound; below 0: 0); nothing by then is a
-    :class:`RingTimeoutError` (a ``TimeoutError``)."""
-    timeout_ms = None if timeout is None else max(0, int(timeout * 1000))
-    if not socket.poll(timeout=timeout_ms):
-        raise RingTimeoutError(f"pid {os.getpid()}: no message on the socket in {timeout} s")
-    first, *rest = socket.recv_multipart(copy=False)
-    return pickle.loads(first, buffers=rest)
-
-
-def readable(self: Any) -> bool:
-    """``MessageQueue.readable`` as vLLM's dispatches it, for what reaches the base class
-    (the writer, or a stand-in with vLLM's role flags): a remote reader's socket polled
-    with timeout 0; the writer raises. Each reader role has its own (``readiness``)."""
-    if self.shutting_down:
-        raise CancelledError(f"pid {os.getpid()}: readable() cancelled: shutdown() was called")
-    if self._is_remote_reader:
-        return bool(self.remote_socket.poll(timeout=0))
-    raise MessageQueue._wrong_role(self, "readable()")
-
-
-def spin_until_readable(self: Any, pending: Sized, deadline: float) -> None:
-    """``MessageQueue.spin_until_readable`` as vLLM's dispatches it (see :func:`readable`):
-    a remote reader polls its socket for ``REMOTE_POLL_WAIT_MS``; the writer raises."""
-    if self._is_remote_reader:
-        self.remote_socket.poll(timeout=readiness.remote_poll_ms(deadline))
-        return
-    raise MessageQueue._wrong_role(self, "spin_until_readable()")
-
-
 def _reduce_by_name(t: Any) -> Any:
     """The queue's tensor reducer after install(): this module's ``_reduce_tensor``,
     looked up at each tensor (a ``mock.patch`` of it is what enqueue calls)."""
@@ -226,12 +190,13 @@ def install(engine: str = "vllm") -> ModuleType:
     for path, _ in ENGINES.values():
         _point_here(path)
     _engine = engine
-    use_room_check(_room_check)
-    _queue_module.use_log_interval(_warning_interval)
-    _reader_module.wait_after_shutdown(True)
-    use_tensor_reducer(_reduce_by_name)
-    _arena_module.use_attach_hook(_register_reader_arena)
-    forward_to(*ENGINES[engine], _WORDING[engine])
+    policy = EnginePolicy(
+        room_check=_room_check, log_interval=_warning_interval, tensor_reducer=_reduce_by_name,
+        arena_attach=_register_reader_arena, stall_wording=_WORDING[engine],
+        wait_after_shutdown=True,
+    )
+    set_engine_policy(policy)
+    forward_to(*ENGINES[engine], policy.stall_wording)
     return _me
 
 
@@ -293,20 +258,9 @@ def uninstall() -> None:
     for path, _ in ENGINES.values():
         _give_back(path)
     _engine = "vllm"
-    use_room_check(None)
-    _queue_module.use_log_interval(None)
-    _reader_module.wait_after_shutdown(False)
-    use_tensor_reducer(None)
-    _arena_module.use_attach_hook(None)
+    set_engine_policy(None)
     stop_forwarding()
 
 
-add_vllm_attributes()
 spin.use_sources(_recheck_ms, _warning_interval, _notify_poll_s)
 readiness.use_remote_poll_ms(_remote_poll_ms)
-MessageQueue.readable = readable  # type: ignore[method-assign]
-MessageQueue.spin_until_readable = spin_until_readable  # type: ignore[method-assign]
-if "recv" not in MessageQueue.__dict__:
-    MessageQueue.recv = staticmethod(recv)  # type: ignore[attr-defined]
-if "ReadTimeoutWithWarnings" not in MessageQueue.__dict__:
-    MessageQueue.ReadTimeoutWithWarnings = spin.ReadTimeoutWithWarnings  # type: ignore[attr-defined]

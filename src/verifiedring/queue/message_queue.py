@@ -47,61 +47,61 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import os
-from collections.abc import Callable, Iterator, Sized
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
+from collections.abc import Iterator, Sized
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, TypeVar
 
 import zmq
 
+from .. import engine
 from ..errors import BusyError, MisuseError
 from ..steps import QUEUE_OBSERVER_METHODS, QueueObserver, require_observer
-from ..waiting import DEFAULT_LOG_INTERVAL, Deadline
+from ..waiting import Deadline
 from .handle import Handle, check_attach
 from .lifecycle import WriterState, refusal
 
-#: Engines set the stall-log interval (seconds) through these, as for vLLM's queue.
-LOG_INTERVAL_ENV = ("VLLM_RINGBUFFER_WARNING_INTERVAL", "SGLANG_RINGBUFFER_WARNING_INTERVAL")
+if TYPE_CHECKING:
+    from .local_reader import LocalReader
+    from .remote_reader import RemoteReader
+    from .writer import QueueWriter
+
 #: The least stall-log interval (seconds) an end accepts: a stall line at most this often.
 MIN_LOG_INTERVAL = 0.01
 
 
-def _log_interval() -> float:
-    for name in LOG_INTERVAL_ENV:
-        value = os.environ.get(name)
-        if value:
-            try:
-                seconds = float(value)
-            except ValueError:
-                raise MisuseError(f"{name}={value!r} is not a number of seconds") from None
-            if not seconds > 0:
-                raise MisuseError(f"{name}={value!r} must be > 0 seconds")
-            return seconds
-    return DEFAULT_LOG_INTERVAL
-
-
-_interval_source: Callable[[], float] = _log_interval
-
-
 def _checked_settings(observer: object) -> float:
-    """The stall-log interval an end is built with, refused below ``MIN_LOG_INTERVAL``;
-    its ``observer`` refused unless it has the observer protocol."""
+    """The stall-log interval an end is built with (the engine policy's,
+    :meth:`~verifiedring.engine.EnginePolicy.stall_log_interval`), refused below
+    ``MIN_LOG_INTERVAL``; its ``observer`` refused unless it has the observer protocol."""
     require_observer(observer, QUEUE_OBSERVER_METHODS, "QueueObserver")
-    interval = _interval_source()
+    policy = engine.policy
+    interval = policy.stall_log_interval()
     if not interval >= MIN_LOG_INTERVAL:
         raise MisuseError(
-            f"the stall-log interval {interval!r} s ({' or '.join(LOG_INTERVAL_ENV)}) "
+            f"the stall-log interval {interval!r} s ({' or '.join(policy.log_interval_names)}) "
             f"must be >= {MIN_LOG_INTERVAL} s: below it a stall line is logged at "
             "every wait"
         )
     return interval
 
 
-def use_log_interval(source: Callable[[], float] | None) -> None:
-    """Make each end built from now on take its stall-log interval from ``source()``
-    (an engine's variable, e.g. the compat layer's, which a test patches) instead of
-    the environment; ``None`` restores the environment."""
-    global _interval_source
-    _interval_source = _log_interval if source is None else source
+_End = TypeVar("_End", bound="MessageQueue")
+
+
+class RoleClasses(NamedTuple):
+    """The classes an entry class builds, one per role."""
+
+    writer: type[QueueWriter]
+    local: type[LocalReader]
+    remote: type[RemoteReader]
+
+
+def core_roles() -> RoleClasses:
+    """verifiedring's own role classes (imported at call time: they subclass MessageQueue)."""
+    from .local_reader import LocalReader
+    from .remote_reader import RemoteReader
+    from .writer import QueueWriter
+
+    return RoleClasses(QueueWriter, LocalReader, RemoteReader)
 
 
 class MessageQueue:
@@ -126,11 +126,15 @@ class MessageQueue:
     _observer: QueueObserver | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> MessageQueue:
-        if cls is MessageQueue:  # vLLM's constructor builds the writer
-            from .writer import QueueWriter
-
-            return object.__new__(QueueWriter)
+        if not (cls.is_writer or cls.is_local_reader or cls.is_remote_reader):
+            return object.__new__(cls._role_classes().writer)  # vLLM's: builds the writer
         return object.__new__(cls)
+
+    @classmethod
+    def _role_classes(cls) -> RoleClasses:
+        """The role map of this entry class: what its constructor and
+        :meth:`create_from_handle` build (a subclass, compat's, names its own)."""
+        return core_roles()
 
     max_chunk_bytes: int
 
@@ -172,13 +176,10 @@ class MessageQueue:
         """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``.
         ``observer`` sees every protocol step from the subscription on (traces)."""
         check_attach(handle, rank)
+        roles = cls._role_classes()
         if rank in handle.local_reader_ranks:
-            from .local_reader import LocalReader
-
-            return LocalReader(handle, rank, observer)
-        from .remote_reader import RemoteReader
-
-        return RemoteReader(handle, rank, observer)
+            return roles.local(handle, rank, observer)
+        return roles.remote(handle, rank, observer)
 
     @classmethod
     def create_from_process_group(
@@ -201,11 +202,8 @@ class MessageQueue:
         """Every rank writes to one reader; see :mod:`verifiedring.distributed.group`."""
         from ..distributed import group  # the torch layer, at call time only
 
-        made: tuple[MessageQueue, list[Handle]] = (
-            group.create_from_process_group_single_reader(
-                cls, pg, max_chunk_bytes, max_chunks, reader_rank, blocking
-            )
-        )
+        made: tuple[MessageQueue, list[Handle]] = group.create_from_process_group_single_reader(
+            cls, pg, max_chunk_bytes, max_chunks, reader_rank, blocking)
         return made
 
     # --- the calls of every role ------------------------------------------------
@@ -342,7 +340,7 @@ class MessageQueue:
     def _release(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> MessageQueue:
+    def __enter__(self: _End) -> _End:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, NoReturn, Protocol
 
 import zmq
 
+from .. import engine
 from ..arena import ArenaReader
 from ..errors import BrokenPeerError, CancelledError, ClosedError, DecodeError, RingTimeoutError
 from ..steps import (
@@ -33,22 +34,6 @@ from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscribe
 LOST_GRACE = 0.5
 
 _IDLE = ReaderState.IDLE
-#: Whether a reader's ``dequeue(indefinite=True)`` waits out the writer's shutdown
-#: instead of raising :class:`ClosedError` (:func:`wait_after_shutdown`).
-_waits_after_shutdown = False
-
-
-def wait_after_shutdown(on: bool) -> None:
-    """vLLM's reader never learns that its writer shut down: a worker's busy loop
-    (``dequeue(indefinite=True)``) ends only when its own process is told to stop
-    (SIGTERM, the death pipe's ``shutdown()``), and any error out of it is a worker
-    crash to vLLM. ``on``: such a dequeue waits as for a writer that sends nothing
-    instead (compat's :func:`~verifiedring.compat.vllm.install`); ``False``: it raises
-    :class:`ClosedError` (the library's own behaviour)."""
-    global _waits_after_shutdown
-    _waits_after_shutdown = on
-
-
 _after = Deadline.after  # bound once: no bound method made per call
 
 
@@ -129,9 +114,9 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         :class:`CancelledError` when it would wait after :meth:`shutdown` (a message
         already published is still returned) or once ``cancel`` is set,
         :class:`BusyError` while another thread is inside this reader's dequeue.
-        ``indefinite=True`` (a worker's busy loop): no stall warnings; where
-        :func:`wait_after_shutdown` is on (vLLM's compat), the writer's shutdown is not
-        raised but waited out like a writer that sends nothing (until ``cancel``, or
+        ``indefinite=True`` (a worker's busy loop): no stall warnings; where the engine
+        policy's ``wait_after_shutdown`` is on (vLLM's compat), the writer's shutdown is
+        not raised but waited out like a writer that sends nothing (until ``cancel``, or
         ``shutdown()`` on a local reader, or ``timeout``)."""
         if self._busy:
             raise self._conflict("dequeue()")
@@ -162,7 +147,7 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             self._state = _IDLE
             return got
         except ClosedError:
-            if not (indefinite and _waits_after_shutdown and self._told_shutdown()):
+            if not (indefinite and engine.policy.wait_after_shutdown and self._told_shutdown()):
                 raise
             _wait_unfed(self, deadline)
         finally:

@@ -21,7 +21,7 @@ in a container is pickled in band (one extra copy on the writer).
 module never imports it: it looks in ``sys.modules``), every ``torch.Tensor``
 goes through :func:`reduce_tensor`, the one rule (vLLM's ``_reduce_tensor``, which
 :mod:`verifiedring.compat.vllm` re-exports; after its ``install()`` the queue calls
-that module's name at each tensor, see :func:`use_tensor_reducer`): one of exact
+that module's name at each tensor, as the engine policy's ``tensor_reducer``): one of exact
 type on the CPU, strided, not requiring grad, travels as
 ``rebuild_tensor(buffer, shape, dtype)`` over one protocol-5 buffer of its
 bytes: out of band from ``oob_threshold`` bytes, in band below. A contiguous
@@ -58,9 +58,9 @@ from __future__ import annotations
 import copyreg
 import pickle
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import engine
 from ..errors import MisuseError
 from .wire import Pickled
 
@@ -132,20 +132,6 @@ def reduce_tensor(t: Any) -> Any:
     return t.__reduce_ex__(PROTOCOL)
 
 
-#: What reduces a ``torch.Tensor`` in place of :func:`reduce_tensor`, called at each
-#: tensor (``None``: :func:`reduce_tensor` itself, straight from the dispatch table).
-_tensor_reducer: Callable[[Any], Any] | None = None
-
-
-def use_tensor_reducer(reducer: Callable[[Any], Any] | None) -> None:
-    """Make every Serializer reduce tensors the arena declines with ``reducer``,
-    called at each tensor (compat: vLLM's module-level ``_reduce_tensor``, looked up
-    there at each call, so a ``mock.patch`` of it counts); ``None`` restores
-    :func:`reduce_tensor`."""
-    global _tensor_reducer
-    _tensor_reducer = reducer
-
-
 class Spill(Protocol):
     """The file :meth:`Serializer.dump_into` pickles into (the run flavor's
     :class:`~.flavors.run.writer.Spill`): named here, so the serializer imports no
@@ -201,12 +187,12 @@ class Serializer:
             stub = arena.put(t)
             if stub is not None:
                 return stub
-        hook = _tensor_reducer
+        hook = engine.policy.tensor_reducer  # EnginePolicy: None is reduce_tensor
         return reduce_tensor(t) if hook is None else hook(t)
 
     def _table_key(self) -> int:
         """What the dispatch table depends on: the global reducers and the hook's presence."""
-        return 2 * len(copyreg.dispatch_table) + (_tensor_reducer is not None)
+        return 2 * len(copyreg.dispatch_table) + (engine.policy.tensor_reducer is not None)
 
     def _new_pickler(self, file: Any, torch: Any) -> pickle.Pickler:
         """A Pickler writing to ``file``; with ``torch``, its private dispatch table
@@ -214,7 +200,7 @@ class Serializer:
         pickler = pickle.Pickler(file, protocol=PROTOCOL, buffer_callback=self._keep)
         if torch is not None:
             table = dict(copyreg.dispatch_table)  # globally registered reducers stay
-            direct = self._arena is None and _tensor_reducer is None
+            direct = self._arena is None and engine.policy.tensor_reducer is None
             table[torch.Tensor] = reduce_tensor if direct else self._reduce_tensor
             pickler.dispatch_table = table
         return pickler

@@ -24,7 +24,8 @@ from ..queue.message_queue import MessageQueue
 from ..queue.reader import QueueReader
 from ..queue.serialization import Serializer
 from ..queue.writer import QueueWriter
-from ..ring import ReaderCursor
+from ..ring import ReaderCursor, ShmRingBuffer
+from ..steps import StepObserver
 
 __all__ = [
     "LocalFrames",
@@ -36,11 +37,13 @@ __all__ = [
     "interrupt_writer_wait",
     "local_frames",
     "look_at_socket_next",
+    "observe_cursor",
     "reader_cursor",
     "reader_socket",
     "ring_chunk",
     "send_frame",
     "wedge_local_socket",
+    "writer_ring",
     "writer_run",
     "writer_sockets",
 ]
@@ -173,12 +176,25 @@ def forge_chunk(writer: MessageQueue, seq: int, obj: Any, timeout: float | None 
         wire.encode_chunk(chunk, seq, Serializer().dumps(obj), True)
 
 
+def writer_ring(writer: MessageQueue) -> ShmRingBuffer:
+    """The writer's ring (it has local readers)."""
+    ring: ShmRingBuffer = _local_side(writer).ring
+    return ring
+
+
 def ring_chunk(writer: MessageQueue, index: int) -> tuple[int, int, int]:
     """``(written flag, kind, seq)`` of ring chunk ``index`` as the writer sees it."""
-    ring = _local_side(writer).ring
-    written = ring._flag_views[index][WRITTEN_POSITION]
-    kind, seq = wire.read_header(ring._data_views[index])[:2]
+    ring = writer_ring(writer)
+    written = ring.views.flags[index][WRITTEN_POSITION]
+    kind, seq = wire.read_header(ring.views.data[index])[:2]
     return written, kind, seq
+
+
+def observe_cursor(end: MessageQueue, observer: StepObserver | None) -> None:
+    """Make ``observer`` see every ring step of ``end``'s cursor (the writer's, with local
+    readers, or a local reader's); ``None`` stops it."""
+    cursor = _local_side(end).cursor if end.is_writer else _local_reader(end)._cursor
+    cursor.observer = observer
 
 
 def reader_cursor(reader: MessageQueue) -> ReaderCursor:
