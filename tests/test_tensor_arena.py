@@ -268,6 +268,39 @@ def test_a_slot_is_released_when_the_storage_of_every_view_is_freed(group: Any) 
     assert not a.viewed and bytes(a.owes(0)) == b"\x00"
 
 
+def test_a_release_an_interrupt_cut_in_the_finalizer_is_made_by_the_next_dequeue(
+    group: Any
+) -> None:
+    """A KeyboardInterrupt in a view's finalizer (a signal landing while the last view
+    is freed) is ignored by the interpreter and ends that finalizer for good: before,
+    the slot stayed owed until the reader's process ended, and each such cut took one
+    slot from the writer (here the only one: message 2 went out of band)."""
+    g = group(1, arena_slots=1)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    t = g.readers[0].dequeue(T)
+    a = g.reader_arena(0)
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt("a signal in the finalizer")
+
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with before_arena_fences(interrupt):
+            del t  # the finalizer raises at its FA3 fence
+    finally:
+        sys.unraisablehook = hook
+    assert [type(u.exc_value) for u in unraisable] == [KeyboardInterrupt]
+    assert bytes(a.owes(0)) == b"\x01"  # cut: not released yet
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)
+    assert (g.arena.copies, g.arena.fallbacks) == (1, 1)  # no free slot for message 2
+    assert torch.equal(g.readers[0].dequeue(T), pattern(2, 2 * MIB))  # its sweep releases
+    assert not a.viewed and bytes(a.owes(0)) == b"\x00"
+    g.writer.enqueue(pattern(3, 2 * MIB), timeout=T)
+    assert (g.arena.copies, g.arena.fallbacks) == (2, 1)  # the slot again
+    assert torch.equal(g.readers[0].dequeue(T), pattern(3, 2 * MIB))
+
+
 def test_no_free_slot_falls_back_out_of_band_without_waiting(group: Any) -> None:
     g = group(2, arena_slots=1)
     g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
