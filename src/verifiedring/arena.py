@@ -43,6 +43,7 @@ is gone. The ``n_slots * slot_bytes`` pages are reserved at create (as the ring'
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import weakref
@@ -237,6 +238,20 @@ def use_attach_hook(hook: Callable[[ArenaReader], None] | None) -> None:
 
 
 _current = threading.local()  # .reader: the arena reader whose dequeue runs in this thread
+_READERS: weakref.WeakSet[ArenaReader] = weakref.WeakSet()  # every live one, for a fork
+
+
+def _forked_readers_store_nothing() -> None:
+    """In a process just forked: each inherited arena reader gets a fresh lock (a thread
+    of the parent may have held it at the fork: it would never be released here) and
+    stores nothing from now on (its finalizers, sweeps and close would clear the
+    parent's owes bytes while the parent views the slots: ``spec/MCTensorArenaFork``)."""
+    for reader in list(_READERS):
+        reader._lock = threading.RLock()
+        reader._inherited = True
+
+
+os.register_at_fork(after_in_child=_forked_readers_store_nothing)
 
 
 class ArenaReader(_Arena):
@@ -272,6 +287,10 @@ class ArenaReader(_Arena):
         #: one entry per slot).
         self.freed: dict[int, None] = {}
         self._closed = False
+        #: True in a process forked from this reader's: it is not this reader, so it
+        #: stores nothing in the arena (:func:`_forked_readers_store_nothing`)
+        self._inherited = False
+        _READERS.add(self)
         hook = _attach_hook
         if announce and hook is not None:
             hook(self)
@@ -284,6 +303,8 @@ class ArenaReader(_Arena):
 
     def _drop(self, consumed_below: int | None) -> None:
         with self._lock:
+            if self._inherited:
+                return
             self._settle_died()
             for slot in range(self.handle.n_slots):
                 if slot in self._viewed:
@@ -341,7 +362,7 @@ class ArenaReader(_Arena):
     def _release_base(self, slot: int, made: int) -> None:
         """Owes byte 0 and :attr:`freed` for ``slot`` if viewed through base ``made``."""
         base = self._bases.get(slot)
-        if base is None or base[1] != made:
+        if base is None or base[1] != made or self._inherited:
             return
         if self._viewed.get(slot) is None:
             return
