@@ -37,6 +37,13 @@
 (* its LAST (ok, or DecodeError after a decode failure mid-run) or ABORT   *)
 (* (an error) is released. Remote readers get the message frame after the *)
 (* LAST, or an ABORT frame after an ABORT.                                 *)
+(*                                                                         *)
+(* Interrupts (spec/interrupts.md). With MaxInterrupts > 0 an asynchronous *)
+(* exception lands where the code records its intent with plain stores and *)
+(* the handler or the next call reconciles it: the run writer's cut,       *)
+(* catch-up and withdrawal, a claim let go, a cut telling of BROKEN, a     *)
+(* local reader's owed outcome. OldWindow puts one window back as the code *)
+(* had it before (a mutant).                                               *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
 
@@ -93,11 +100,35 @@ CONSTANTS
                     \*   message: "owe": the next dequeue raises DecodeError
                     \*   for it (a decode failure); "drop": nothing is ever
                     \*   reported for it (the code before)
-    InterruptDesign \* an asynchronous exception right after a publish store:
+    InterruptDesign,\* an asynchronous exception right after a publish store:
                     \*   "settle": the publish counts (seq used up, the run's
                     \*   part too; frames still due: broken); "old": the call
                     \*   raises with nothing advanced (the code before);
                     \*   "oldRun": so only for a run's chunks
+    \* Interrupts in the steps the code reconciles at the next call
+    \* (spec/interrupts.md): each lands where CPython can deliver one, and the
+    \* next call (or the handler) finishes or undoes the step.
+    MaxInterrupts,  \* such interrupts in a behavior, at most (0: none; two
+                    \*   can land in successive calls)
+    OldWindow       \* "none": the code's design; else one window as the code
+                    \*   had it before (a mutant):
+                    \*   "abortFirst": a run cut before its first publish is
+                    \*     ended with ABORT(s, 0) where a message starts;
+                    \*   "noSettle": the due ABORT of a run whose bookkeeping
+                    \*     (part count, end) was cut uses it as it was;
+                    \*   "releaseLoses": a reader cut after the decode (at the
+                    \*     release's entry) loses the consumed message;
+                    \*   "dropOwed": a second interrupt, as the next dequeue
+                    \*     pays an owed DecodeError, drops it;
+                    \*   "holdClaim": a writer cut at its commit's entry keeps
+                    \*     the claimed chunk, and refuses every later call;
+                    \*   "tellCut": a writer cut in its telling of BROKEN tells
+                    \*     nobody;
+                    \*   "frameLost": a local reader cut after the receive of
+                    \*     an overflow frame, before it is kept, loses it;
+                    \*   "runCutBreaks": a local reader cut as it starts or
+                    \*     loads a run breaks for good; "runCutHolds": cut as it
+                    \*     starts, it keeps holding the FIRST chunk
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
 ASSUME PendingDesign \in {"hold", "remember", "forget"}
@@ -108,6 +139,10 @@ ASSUME ResyncDesign \in {"end", "next"}
 ASSUME BreakDesign \in {"tell", "silent", "early"}
 ASSUME InterruptDesign \in {"settle", "old", "oldRun"}
 ASSUME CutDesign \in {"owe", "drop"}
+ASSUME MaxInterrupts \in Nat
+ASSUME OldWindow \in {"none", "abortFirst", "noSettle", "releaseLoses", "dropOwed",
+                      "holdClaim", "tellCut", "frameLost", "runCutBreaks",
+                      "runCutHolds"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
@@ -125,6 +160,7 @@ EndKinds == {"shut", "broke"}
 StartKinds == {"inline", "overflow", "first"}
 RunKinds == {"more", "last", "abort"}
 NoChunk == <<0, <<"none", 0, 0, 0>>>>   \* rchunk[r] when nothing is recorded
+NoOwed == <<0, "none">>                 \* owed[r] when nothing is owed
 
 VARIABLES
     wpc,        \* writer: "handshake" | "chunk" | "run" (mid-run) | "local"
@@ -163,11 +199,20 @@ VARIABLES
     lost,       \* frames a PUB socket dropped: <<reader, frame>>
     timeouts,   \* dequeue timeouts so far
     sendFails,  \* failed sends so far
-    decodeFails \* decode failures so far
+    decodeFails,\* decode failures so far
+    wcut,       \* the run writer's bookkeeping: "none" (caught up), or the
+                \*   kind of the run chunk whose publish store is out but
+                \*   whose part count (and, for LAST/ABORT, the run's end)
+                \*   an interrupt cut: RunWriter.settle catches it up
+    owed,       \* owed[r]: <<obj, outcome>> a local reader's next dequeue
+                \*   returns ("ok") or raises ("error": its DecodeError), state
+                \*   OWED (rpc = "owed"); NoOwed if none
+    interrupts  \* interrupts (MaxInterrupts) so far
 
 vars == <<wpc, pub, wpart, aborts, nseq, nobj, released, sockQ, stash,
           subscribed, acked, rpc, rseq, pending, shutTotal, brokeTotal,
-          delivered, rchunk, rfail, lost, timeouts, sendFails, decodeFails>>
+          delivered, rchunk, rfail, lost, timeouts, sendFails, decodeFails,
+          wcut, owed, interrupts>>
 
 sent == Len(pub)
 CurObj == nobj + 1   \* the object of the enqueue call in progress
@@ -213,11 +258,15 @@ Init ==
     /\ timeouts = 0
     /\ sendFails = 0
     /\ decodeFails = 0
+    /\ wcut = "none"
+    /\ owed = [r \in LocalReaders |-> NoOwed]
+    /\ interrupts = 0
 
 rvars == <<released, stash, subscribed, acked, rpc, rseq, pending, shutTotal,
            brokeTotal, delivered, rchunk, rfail, timeouts, decodeFails>>
 wrun == <<wpart, aborts>>   \* the writer's run state
 rrun == <<rchunk, rfail>>   \* a local reader's run state
+cuts == <<wcut, owed, interrupts>>   \* the interrupts' records
 
 -----------------------------------------------------------------------------
 (* Writer                                                                  *)
@@ -237,6 +286,7 @@ WriterHandshake ==
     /\ IF SendReady THEN Publish(Readers, READY) ELSE UNCHANGED <<sockQ, lost>>
     /\ wpc' = "chunk"
     /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/writer.py: enqueue -> ring claim (inline object or overflow marker,
 \* with its sequence number in the chunk)
@@ -252,6 +302,7 @@ WriterPublishChunk ==
              THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
              ELSE Finish
     /\ UNCHANGED <<sockQ, lost, sendFails, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/run.py: RunWriter._publish: one chunk of a run (one ring claim and
 \* publish; the Pickler's file writes into the claimed chunk). FIRST when the
@@ -284,27 +335,49 @@ WriterPublishRunChunk ==
              THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
              ELSE Finish
     /\ UNCHANGED <<sockQ, lost, sendFails, aborts, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/run.py: RunWriter.abort: pickling raised mid-run. The writer
 \* publishes ABORT(s, next part) (it waits for room) and enqueue raises; s is
 \* used up either way. Remote readers get an ABORT frame instead of the
 \* message frame ("remoteAbort": WriterSendRemoteFrame, or WriterSendFails).
+\* The second disjunct is the ABORT due after an interrupt cut the run
+\* ("runCut": WriterEnd.abort_run, from the handler or the next call, after
+\* RunWriter.settle): it needs no budget. AbortDue: the bookkeeping is caught
+\* up (WriterSettleRun) and a part was published (else WriterWithdrawRun);
+\* "abortFirst" (the code before): also at part 0; "noSettle" (the code
+\* before): the part as the cut left it.
+AbortDue ==
+    IF OldWindow = "noSettle" THEN wpart > 0
+    ELSE IF OldWindow = "abortFirst" THEN wcut = "none"
+    ELSE wcut = "none" /\ wpart > 0
+
 WriterAbortRun ==
-    /\ wpc = "run"
-    /\ aborts < MaxAborts
-    /\ aborts' = aborts + 1
-    /\ wpart' = 0
-    /\ IF AbortDesign = "abort"
-       THEN /\ RingHasRoom
-            /\ sent < M
-            /\ pub' = Append(pub, <<"abort", nseq, CurObj, wpart>>)
-            /\ IF RemoteReaders # {}
-               THEN wpc' = "remoteAbort" /\ UNCHANGED <<nseq, nobj>>
-               ELSE Finish
-       ELSE \* mutant: nothing is published, the caller goes on with s + 1
-            /\ UNCHANGED pub
-            /\ Finish
-    /\ UNCHANGED <<sockQ, lost, sendFails, rvars>>
+    \/ /\ wpc = "run"
+       /\ aborts < MaxAborts
+       /\ aborts' = aborts + 1
+       /\ wpart' = 0
+       /\ IF AbortDesign = "abort"
+          THEN /\ RingHasRoom
+               /\ sent < M
+               /\ pub' = Append(pub, <<"abort", nseq, CurObj, wpart>>)
+               /\ IF RemoteReaders # {}
+                  THEN wpc' = "remoteAbort" /\ UNCHANGED <<nseq, nobj>>
+                  ELSE Finish
+          ELSE \* mutant: nothing is published, the caller goes on with s + 1
+               /\ UNCHANGED pub
+               /\ Finish
+       /\ UNCHANGED <<sockQ, lost, sendFails, rvars>>
+       /\ UNCHANGED cuts
+    \/ /\ wpc = "runCut"
+       /\ AbortDue
+       /\ RingHasRoom
+       /\ sent < M
+       /\ pub' = Append(pub, <<"abort", nseq, CurObj, wpart>>)
+       /\ wpart' = 0
+       /\ wcut' = "none"
+       /\ Finish
+       /\ UNCHANGED <<aborts, owed, interrupts, sockQ, lost, sendFails, rvars>>
 
 \* queue/writer.py: enqueue -> _send_all, local socket send of the
 \* overflow payload frame (after the marker is published)
@@ -314,6 +387,7 @@ WriterSendLocalFrame ==
     /\ IF RemoteReaders # {} THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
                              ELSE Finish
     /\ UNCHANGED <<pub, sendFails, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/writer.py: enqueue -> credit, then (_send_all) remote socket send
 \* (every object goes to remote readers); after an aborted run, the ABORT
@@ -327,6 +401,7 @@ WriterSendRemoteFrame ==
     /\ nobj' = nobj + 1
     /\ wpc' = "chunk"
     /\ UNCHANGED <<pub, sendFails, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/writer.py: _send_all, a send after the publish fails (the XPUB
 \* stayed at its mark, NODROP): nothing is queued for anyone, the rest of
@@ -345,6 +420,7 @@ WriterSendFails ==
             /\ nobj' = nobj + 1
             /\ UNCHANGED nseq
     /\ UNCHANGED <<pub, sockQ, lost, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/writer.py: _published_then_interrupted: an asynchronous exception
 \* lands right after a publish store (CPython runs a signal handler at the next
@@ -390,6 +466,121 @@ WriterInterruptedAfterPublish ==
                 /\ InterruptedFinish(RemoteReaders # {}, TRUE)
           /\ UNCHANGED aborts
     /\ UNCHANGED <<sockQ, lost, rvars>>
+    /\ UNCHANGED cuts
+
+\* Interrupts the code reconciles (spec/interrupts.md). Each takes one of
+\* MaxInterrupts; runs with local readers only (with a remote reader a run
+\* whose LAST went out before a cut is not modelled: spec/interrupts.md,
+\* "Still open").
+CanInterrupt == interrupts < MaxInterrupts /\ interrupts' = interrupts + 1
+
+\* queue/flavors/run/writer.py: RunSender.abort_if_holding: an asynchronous
+\* exception lands in a streamed run's call (the enqueue that writes it, or the
+\* next call's reconciliation: two interrupts in successive calls). The call
+\* raises and the run is cut ("runCut"): its abort (or withdrawal) is due, in
+\* the handler or at the next call (close() too). Where it lands:
+\*  * while the run's FIRST chunk is claimed and filled, before its publish
+\*    store: nothing of the run is out (part 0);
+\*  * right after a run chunk's publish store (FIRST, MORE, LAST, or the due
+\*    ABORT of a cut run), in its bookkeeping (RunWriter._passed, _end): the
+\*    chunk is out, the part count (and the run's end) is not: wcut;
+\*  * mid-run while a chunk is filled, or in a reconciliation before its
+\*    store: nothing more is out.
+WriterInterruptedInRun ==
+    /\ MaxRunChunks >= 2
+    /\ LocalReaders # {}
+    /\ RemoteReaders = {}
+    /\ CanInterrupt
+    /\ \/ /\ wpc = "chunk"
+          /\ sent + 2 <= M
+          /\ RingHasRoom
+          /\ wpart' = 0
+          /\ UNCHANGED <<pub, wcut>>
+       \/ /\ RingHasRoom
+          /\ \/ /\ wpc = "chunk"
+                /\ sent + 2 <= M
+                /\ pub' = Append(pub, <<"first", nseq, CurObj, 0>>)
+                /\ wpart' = 0
+                /\ wcut' = "first"
+             \/ /\ wpc = "run"
+                /\ wpart + 2 <= MaxRunChunks
+                /\ sent + 2 <= M
+                /\ pub' = Append(pub, <<"more", nseq, CurObj, wpart>>)
+                /\ wcut' = "more"
+                /\ UNCHANGED wpart
+             \/ /\ wpc = "run"
+                /\ sent < M
+                /\ pub' = Append(pub, <<"last", nseq, CurObj, wpart>>)
+                /\ wcut' = "last"
+                /\ UNCHANGED wpart
+             \/ /\ wpc = "runCut"
+                /\ AbortDue
+                /\ sent < M
+                /\ pub' = Append(pub, <<"abort", nseq, CurObj, wpart>>)
+                /\ wcut' = "abort"
+                /\ UNCHANGED wpart
+       \/ /\ wpc \in {"run", "runCut"}
+          /\ UNCHANGED <<pub, wpart, wcut>>
+    /\ wpc' = "runCut"
+    /\ UNCHANGED <<nseq, nobj, aborts, owed, sockQ, lost, sendFails, rvars>>
+
+\* queue/flavors/run/writer.py: RunWriter.settle (first in abort_run): the
+\* cursor's index moved past the chunk claimed last, so its publish store is
+\* out: the run moves past it (the part count); past its LAST or ABORT the run
+\* is over and its sequence number used up (no ABORT follows). "noSettle"
+\* (the code before): no catch-up.
+WriterSettleRun ==
+    /\ wpc = "runCut"
+    /\ wcut # "none"
+    /\ OldWindow # "noSettle"
+    /\ wcut' = "none"
+    /\ IF wcut \in {"last", "abort"}
+       THEN wpart' = 0 /\ Finish
+       ELSE wpart' = wpart + 1 /\ UNCHANGED <<wpc, nseq, nobj>>
+    /\ UNCHANGED <<pub, aborts, owed, interrupts, sockQ, lost, sendFails, rvars>>
+
+\* queue/flavors/run/writer.py: RunWriter.withdraw (from abort_run): a run
+\* cut before its first publish is withdrawn: its chunk, if still claimed, is
+\* let go unpublished, nothing is sent and its sequence number is unused (the
+\* next call's message takes it). "abortFirst" (the code before): no
+\* withdrawal, the due ABORT goes out with part 0 (WriterAbortRun).
+WriterWithdrawRun ==
+    /\ wpc = "runCut"
+    /\ wpart = 0
+    /\ OldWindow # "abortFirst"
+    /\ OldWindow # "noSettle" => wcut = "none"
+    /\ wpc' = "chunk"
+    /\ wcut' = "none"
+    /\ UNCHANGED <<pub, wpart, aborts, nseq, nobj, owed, interrupts, sockQ, lost,
+                   sendFails, rvars>>
+
+\* queue/transmitters.py: LocalTransmitter.claim (and the handler of
+\* publish): an interrupt between a ring claim and its publish store (the
+\* fill's return, commit's entry, the encoding): the claimed chunk is let go
+\* unpublished, in the handler or by the next call's claim (the ring's
+\* WriterAbort): nothing is sent and the sequence number is unused, so the
+\* queue's state is as before. "holdClaim" (the code before): the writer keeps
+\* holding the chunk ("held") and refuses every later call (MisuseError
+\* "already holds chunk"); its close() still tells SHUTDOWN.
+WriterInterruptedBeforePublish ==
+    /\ wpc = "chunk"
+    /\ LocalReaders # {}
+    /\ sent < M
+    /\ RingHasRoom
+    /\ CanInterrupt
+    /\ wpc' = IF OldWindow = "holdClaim" THEN "held" ELSE wpc
+    /\ UNCHANGED <<pub, nseq, nobj, wcut, owed, sockQ, lost, sendFails, wrun, rvars>>
+
+\* queue/writer_base.py: _refuse: an interrupt inside the writer's telling of
+\* BROKEN (WriterBase._tell_broken) before its sends: the BROKEN stays owed,
+\* and the writer's next call (a refusal) or close() sends it
+\* (WriterTellBroken next). "tellCut" (the code before): nobody is told.
+WriterInterruptedInTell ==
+    /\ wpc = "broken"
+    /\ BreakDesign = "tell"
+    /\ CanInterrupt
+    /\ wpc' = IF OldWindow = "tellCut" THEN "told" ELSE wpc
+    /\ UNCHANGED <<pub, nseq, nobj, wcut, owed, sockQ, lost, sendFails, wrun, rvars>>
 
 \* queue/writer_base.py: _watch: while the writer waits (for ring room, for
 \* credit, mid-run), a reader's connection closed: the writer is broken for
@@ -397,11 +588,12 @@ WriterInterruptedAfterPublish ==
 \* superset); the readers that are left are the model's readers. It shares
 \* the budget of failures with WriterSendFails.
 WriterReaderLeft ==
-    /\ wpc \in {"chunk", "run", "local", "remote", "remoteAbort"}
+    /\ wpc \in {"chunk", "run", "local", "remote", "remoteAbort", "runCut"}
     /\ sendFails < MaxSendFails
     /\ sendFails' = sendFails + 1
     /\ wpc' = "broken"
     /\ UNCHANGED <<pub, nseq, nobj, sockQ, lost, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/writer_base.py: _break -> _tell_broken: BROKEN(total), after every
 \* frame sent so far, on both sockets: total = messages the writer completed.
@@ -412,15 +604,17 @@ WriterTellBroken ==
     /\ Publish(Readers, BrokeFrame(nseq - 1))
     /\ wpc' = "told"
     /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 \* queue/writer.py: shutdown (also from close()): SHUTDOWN(total) on the
 \* local and the remote socket, after the last message; the writer may shut
 \* down after any number of messages.
 WriterShutdown ==
-    /\ wpc = "chunk"
+    /\ wpc \in {"chunk", "held"}
     /\ Publish(Readers, ShutFrame(nseq - 1))
     /\ wpc' = "shut"
     /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
+    /\ UNCHANGED cuts
 
 -----------------------------------------------------------------------------
 (* Readers                                                                 *)
@@ -453,6 +647,7 @@ ReaderSubscribe(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
                    acked, rseq, pending, shutTotal, brokeTotal, delivered, lost, timeouts,
                    sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/reader.py: QueueReader._handshake (from wait_until_ready)
 ReaderAwaitReady(r) ==
@@ -464,6 +659,7 @@ ReaderAwaitReady(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
                    subscribed, acked, rseq, pending, shutTotal, brokeTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* Unpickling chunk c's bytes may fail (at most MaxDecodeFails in the
 \* behavior), once per run: after a failure the rest of the run is only
@@ -509,6 +705,7 @@ ReaderTakeChunk(r) ==
             /\ UNCHANGED <<rseq, delivered, rrun, decodeFails>>
     /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, sockQ, stash, subscribed, acked,
                    shutTotal, brokeTotal, lost, timeouts, sendFails>>
+    /\ UNCHANGED cuts
 
 \* The chunk a run reader read next is the run's: MORE, LAST or ABORT with
 \* the run's sequence number and the part after the previous chunk's.
@@ -575,6 +772,7 @@ ReaderReadRunChunk(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, released, sockQ, stash,
                    subscribed, acked, pending, shutTotal, brokeTotal, lost, timeouts,
                    sendFails>>
+    /\ UNCHANGED cuts
 
 \* queue/run.py: RunReader._release: release the held run chunk (its read
 \* flag) once its bytes are consumed (copied out by the unpickler); the
@@ -597,6 +795,106 @@ ReaderReleaseRunChunk(r) ==
                 /\ UNCHANGED <<rseq, delivered, rfail>>
     /\ UNCHANGED <<wpc, pub, wrun, nseq, nobj, sockQ, stash, subscribed, acked,
                    pending, shutTotal, brokeTotal, lost, timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
+
+\* queue/local_reader.py: LocalReader._dequeue, the owed record: an
+\* interrupt lands in a local reader's dequeue (spec/interrupts.md):
+\*  * after the take of an inline chunk consumed its message (the sequence
+\*    number moved before the decode): in the unpickling, its DecodeError is
+\*    owed ("error", outcomes._failed); after the decode (the release's entry,
+\*    the return path), the object is owed ("ok"). The chunk is released (in
+\*    the handler, or by the next call). "releaseLoses" (the code before): cut
+\*    after the decode, the message is consumed and nothing is owed;
+\*  * in the next dequeue as it pays what is owed (a second interrupt in
+\*    successive calls): there is no call between the record's clear and the
+\*    return or raise, so it lands before the clear: still owed. "dropOwed"
+\*    (the code before): an owed DecodeError is dropped;
+\*  * after the receive of the pending marker's frame (from the stash or the
+\*    socket), before it is kept (flavors/overflow.py, the receive's mark):
+\*    the frame is lost, the gap is reported as that message's DecodeError
+\*    (owed) and the next message delivered. "frameLost" (the code before):
+\*    the reader goes on waiting for the lost frame;
+\*  * as it starts a run (the take of its FIRST) or in its load (a chunk's
+\*    read or release): the run counts as cut from before its sequence number
+\*    moves (flavors/run/reader.py, RunReceiver): the next dequeue skips the
+\*    run's rest and reports it (DecodeError: the model's failed run, rfail).
+\*    "runCutBreaks" (the code before): the reader breaks for good;
+\*    "runCutHolds" (the code before): cut as it starts, it keeps holding the
+\*    FIRST chunk ("runStuck"): every later dequeue raises MisuseError, and
+\*    the writer stalls on that chunk.
+ReaderInterrupted(r) ==
+    /\ r \in LocalReaders
+    /\ CanInterrupt
+    /\ \/ /\ rpc[r] = "idle"
+          /\ pending[r] = 0
+          /\ released[r] < sent
+          /\ LET c == pub[released[r] + 1] IN
+             /\ c[1] = "inline"
+             /\ c[2] = rseq[r]
+             /\ released' = [released EXCEPT ![r] = @ + 1]
+             /\ rseq' = [rseq EXCEPT ![r] = @ + 1]
+             /\ \E out \in {"ok", "error"} :
+                   IF OldWindow = "releaseLoses" /\ out = "ok"
+                   THEN UNCHANGED <<rpc, owed>>
+                   ELSE /\ owed' = [owed EXCEPT ![r] = <<c[3], out>>]
+                        /\ rpc' = [rpc EXCEPT ![r] = "owed"]
+          /\ UNCHANGED <<sockQ, stash, pending, rrun>>
+       \/ /\ rpc[r] = "owed"
+          /\ UNCHANGED <<released, rseq, sockQ, stash, pending, rrun>>
+          /\ IF OldWindow = "dropOwed" /\ owed[r][2] = "error"
+             THEN /\ owed' = [owed EXCEPT ![r] = NoOwed]
+                  /\ rpc' = [rpc EXCEPT ![r] = "idle"]
+             ELSE UNCHANGED <<rpc, owed>>
+       \/ /\ rpc[r] = "frame"
+          /\ stash[r] # <<>> \/ (sockQ[r] # <<>> /\ Head(sockQ[r])[1] # "broke")
+          /\ LET fromStash == stash[r] # <<>>
+                 f == IF fromStash THEN Head(stash[r]) ELSE Head(sockQ[r])
+             IN  /\ FrameOK(f, pending[r])
+                 /\ stash' = IF fromStash THEN [stash EXCEPT ![r] = Tail(@)] ELSE stash
+                 /\ sockQ' = IF fromStash THEN sockQ ELSE [sockQ EXCEPT ![r] = Tail(@)]
+                 /\ IF OldWindow = "frameLost"
+                    THEN UNCHANGED <<rpc, owed, pending, rseq, released>>
+                    ELSE /\ owed' = [owed EXCEPT ![r] = <<f[3], "error">>]
+                         /\ rpc' = [rpc EXCEPT ![r] = "owed"]
+                         /\ pending' = [pending EXCEPT ![r] = 0]
+                         /\ rseq' = [rseq EXCEPT ![r] = @ + 1]
+                         /\ released' = IF PendingDesign = "hold"
+                                        THEN [released EXCEPT ![r] = @ + 1] ELSE released
+          /\ UNCHANGED rrun
+       \/ /\ rpc[r] = "idle"
+          /\ pending[r] = 0
+          /\ released[r] < sent
+          /\ pub[released[r] + 1][1] = "first"
+          /\ pub[released[r] + 1][2] = rseq[r]
+          /\ IF OldWindow = "runCutBreaks"
+             THEN /\ rpc' = [rpc EXCEPT ![r] = "broken"]
+                  /\ UNCHANGED rrun
+             ELSE /\ rchunk' = [rchunk EXCEPT ![r] = <<released[r] + 1, pub[released[r] + 1]>>]
+                  /\ rfail' = [rfail EXCEPT ![r] = OldWindow # "runCutHolds"]
+                  /\ rpc' = [rpc EXCEPT ![r] =
+                                 IF OldWindow = "runCutHolds" THEN "runStuck" ELSE "runHeld"]
+          /\ UNCHANGED <<owed, released, rseq, sockQ, stash, pending>>
+       \/ /\ rpc[r] \in {"run", "runHeld"}
+          /\ IF OldWindow = "runCutBreaks"
+             THEN rpc' = [rpc EXCEPT ![r] = "broken"] /\ UNCHANGED rfail
+             ELSE rfail' = [rfail EXCEPT ![r] = TRUE] /\ UNCHANGED rpc
+          /\ UNCHANGED <<owed, released, rseq, sockQ, stash, pending, rchunk>>
+    /\ UNCHANGED <<wpc, pub, wrun, wcut, nseq, nobj, subscribed,
+                   acked, shutTotal, brokeTotal, delivered, lost, timeouts,
+                   sendFails, decodeFails>>
+
+\* queue/outcomes.py: _pay_owed (the next dequeue, state OWED): the owed
+\* object is returned, or the owed DecodeError raised; the record is cleared
+\* with no call between the clear and the return or raise.
+ReaderPayOwed(r) ==
+    /\ r \in LocalReaders
+    /\ rpc[r] = "owed"
+    /\ delivered' = [delivered EXCEPT ![r] = Append(@, owed[r])]
+    /\ owed' = [owed EXCEPT ![r] = NoOwed]
+    /\ rpc' = [rpc EXCEPT ![r] = "idle"]
+    /\ UNCHANGED <<wpc, pub, wrun, wcut, rrun, nseq, nobj, released, sockQ, stash,
+                   subscribed, acked, rseq, pending, shutTotal, brokeTotal, lost,
+                   timeouts, sendFails, decodeFails, interrupts>>
 
 \* queue/local_reader.py: _take_frame: the stash first, in arrival order,
 \* else the local socket; the frame must carry the pending sequence number.
@@ -620,6 +918,7 @@ ReaderRecvFrame(r) ==
                    /\ rpc' = [rpc EXCEPT ![r] = "idle"]
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, subscribed, acked,
                    shutTotal, brokeTotal, lost, timeouts, sendFails>>
+    /\ UNCHANGED cuts
 
 \* queue/local_reader.py: _take_frame raises RingTimeoutError while the
 \* payload frame has not arrived (the stash is empty; self._pending is kept);
@@ -636,6 +935,7 @@ ReaderTimeout(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
                    subscribed, acked, rseq, shutTotal, brokeTotal, delivered, lost,
                    sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/local_reader.py: dequeue after a timeout ("remember"):
 \* the retry goes straight back to the pending frame.
@@ -646,6 +946,7 @@ ReaderResume(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
                    subscribed, acked, rseq, pending, shutTotal, brokeTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/local_reader.py: _ring_or_shutdown, a frame (not SHUTDOWN) drained
 \* from the socket while the reader waits on the ring is stashed. The code
@@ -667,6 +968,7 @@ ReaderStash(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, subscribed,
                    acked, rpc, rseq, pending, shutTotal, brokeTotal, delivered, lost,
                    timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/local_reader.py: _ring_or_shutdown, SHUTDOWN drained from the socket
 \* while the reader waits on the ring: its total is noted.
@@ -678,6 +980,7 @@ ReaderSeeShutdown(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
                    subscribed, acked, rpc, rseq, pending, brokeTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/reader.py: _saw_shutdown raises ClosedError (for good) once the
 \* reader has received all `total` messages; a local reader only from its
@@ -692,6 +995,7 @@ ReaderClose(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
                    subscribed, acked, rseq, pending, shutTotal, brokeTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/remote_reader.py: dequeue: receive the next frame, check its sequence
 \* number, consume, acknowledge (returns one credit), decode. An ABORT frame
@@ -718,6 +1022,7 @@ RemoteRecvFrame(r) ==
                /\ UNCHANGED rpc
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
                    subscribed, pending, shutTotal, brokeTotal, lost, timeouts, sendFails>>
+    /\ UNCHANGED cuts
 
 \* queue/remote_reader.py: dequeue receives SHUTDOWN: its total is noted; a
 \* total above what was received means messages were lost (BrokenPeerError).
@@ -736,6 +1041,7 @@ RemoteSeeShutdown(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
                    subscribed, acked, rseq, pending, brokeTotal, delivered, lost,
                    timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/flavors/overflow.py: _note_broken: BROKEN drained from the local
 \* socket while the reader waits on the ring or mid-run, or received where
@@ -750,6 +1056,7 @@ ReaderSeeBroken(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
                    subscribed, acked, rpc, rseq, pending, shutTotal, delivered,
                    lost, timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/flavors/overflow.py: _tell: BROKEN was noted and the ring has
 \* nothing more (polled again after the note: a chunk published before
@@ -769,6 +1076,7 @@ ReaderTold(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, sockQ, stash,
                    subscribed, acked, rseq, pending, shutTotal, brokeTotal,
                    delivered, lost, timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 \* queue/remote_reader.py: _end_of_stream: BROKEN in the remote frame stream
 \* (after every frame sent before it): BrokenPeerError, for good.
@@ -783,6 +1091,7 @@ RemoteSeeBroken(r) ==
     /\ UNCHANGED <<wpc, pub, wrun, rrun, nseq, nobj, released, stash,
                    subscribed, acked, rseq, pending, shutTotal, delivered, lost,
                    timeouts, sendFails, decodeFails>>
+    /\ UNCHANGED cuts
 
 -----------------------------------------------------------------------------
 \* The writer shut down and every reader raised ClosedError.
@@ -808,12 +1117,15 @@ ReaderStep(r) ==
     \/ ReaderStash(r) \/ ReaderSeeShutdown(r) \/ ReaderClose(r)
     \/ RemoteRecvFrame(r) \/ RemoteSeeShutdown(r)
     \/ ReaderSeeBroken(r) \/ ReaderTold(r) \/ RemoteSeeBroken(r)
+    \/ ReaderInterrupted(r) \/ ReaderPayOwed(r)
 
 WriterStep ==
     \/ WriterHandshake \/ WriterPublishChunk \/ WriterPublishRunChunk
     \/ WriterAbortRun \/ WriterSendLocalFrame
     \/ WriterSendRemoteFrame \/ WriterSendFails \/ WriterShutdown
     \/ WriterReaderLeft \/ WriterTellBroken \/ WriterInterruptedAfterPublish
+    \/ WriterInterruptedInRun \/ WriterSettleRun \/ WriterWithdrawRun
+    \/ WriterInterruptedBeforePublish \/ WriterInterruptedInTell
 
 Next == WriterStep \/ (\E r \in Readers : ReaderStep(r)) \/ Done
 
@@ -836,7 +1148,7 @@ Chunks == (StartKinds \cup RunKinds) \X (1..M) \X (1..M) \X (0..M)
 
 TypeOKInv ==
     /\ wpc \in {"handshake", "chunk", "run", "local", "remote", "remoteAbort",
-               "shut", "broken", "told"}
+               "shut", "broken", "told", "runCut", "held"}
     /\ sent \in 0..M
     /\ \A i \in 1..sent : pub[i] \in Chunks
     /\ wpart \in 0..M
@@ -845,7 +1157,8 @@ TypeOKInv ==
     /\ released \in [LocalReaders -> 0..M]
     /\ acked \in [RemoteReaders -> 0..M]
     /\ rpc \in [Readers -> {"init", "ready", "idle", "frame", "closed", "broken",
-                            "told", "run", "runHeld", "runReleased"}]
+                            "told", "run", "runHeld", "runReleased", "owed",
+                            "runStuck"}]
     /\ DOMAIN rchunk = LocalReaders   \* (cheaper for TLC than a function set)
     /\ \A r \in LocalReaders :
           rchunk[r] = NoChunk \/ (rchunk[r][1] \in 1..M /\ rchunk[r][2] \in Chunks)
@@ -857,6 +1170,10 @@ TypeOKInv ==
     /\ timeouts \in 0..MaxTimeouts
     /\ sendFails \in 0..MaxSendFails
     /\ decodeFails \in 0..MaxDecodeFails
+    /\ wcut \in {"none", "first", "more", "last", "abort"}
+    /\ \A r \in LocalReaders :
+          owed[r] = NoOwed \/ (owed[r][1] \in 1..M /\ owed[r][2] \in {"ok", "error"})
+    /\ interrupts \in 0..MaxInterrupts
 
 \* Every run chunk a local reader read (the last one is recorded in
 \* rchunk, checked in the state after each read) is the chunk published at
@@ -894,6 +1211,10 @@ NoLossInv == lost = {}
 \* No reader ever sees a sequence number or frame kind other than the one it
 \* expects (it would raise BrokenPeerError).
 NoOutOfOrderInv == \A r \in Readers : rpc[r] # "broken"
+
+\* The writer never keeps a claimed chunk between calls: it never refuses a
+\* call with MisuseError "already holds chunk" ("held").
+NoMisuseInv == wpc # "held"
 
 \* A reader raises ClosedError only after it has received every message the
 \* writer sent (SHUTDOWN's total).

@@ -55,7 +55,8 @@ CONSTANT Trace
 
 VARIABLES wpc, pub, wpart, aborts, nseq, nobj, released, sockQ, stash,
           subscribed, acked, rpc, rseq, pending, shutTotal, brokeTotal,
-          delivered, rchunk, rfail, lost, timeouts, sendFails, decodeFails
+          delivered, rchunk, rfail, lost, timeouts, sendFails, decodeFails,
+          wcut, owed, interrupts
 
 \* The trace's events of action a, counted.
 TraceCount(a) == Cardinality({i \in 1..Len(Trace) : Trace[i].action = a})
@@ -71,7 +72,9 @@ INSTANCE MessageQueue WITH
     ResyncDesign <- "end",
     BreakDesign <- "tell",
     InterruptDesign <- "settle",
-    CutDesign <- "owe"
+    CutDesign <- "owe",
+    MaxInterrupts <- 0,
+    OldWindow <- "none"
 
 VARIABLE step
 

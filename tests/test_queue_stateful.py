@@ -93,16 +93,18 @@ class QueueMachine(RuleBasedStateMachine):
     #: handshake. tests/test_step_names.py checks these against the spec.
     ACTIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "__init__": ("WriterHandshake", "ReaderSubscribe", "ReaderAwaitReady"),
+        # WriterInterruptedBeforePublish, WriterInterruptedInTell, ReaderInterrupted and
+        # ReaderPayOwed: listed, driven by a real signal in tests/test_step_interrupts.py
         "WriterPublishChunk": (
             "WriterPublishChunk", "WriterSendLocalFrame", "WriterSendRemoteFrame",
-            "WriterSendFails", "WriterInterruptedAfterPublish",
+            "WriterSendFails", "WriterInterruptedAfterPublish", "WriterInterruptedBeforePublish",
         ),
         "WriterShutdown": ("WriterShutdown",),
-        "WriterReaderLeft": ("WriterReaderLeft", "WriterTellBroken"),
+        "WriterReaderLeft": ("WriterReaderLeft", "WriterTellBroken", "WriterInterruptedInTell"),
         "ReaderTakeChunk": (
             "ReaderTakeChunk", "ReaderRecvFrame", "ReaderTimeout", "ReaderResume",
             "ReaderStash", "ReaderSeeShutdown", "ReaderClose", "ReaderSeeBroken",
-            "ReaderTold",
+            "ReaderTold", "ReaderInterrupted", "ReaderPayOwed",
         ),
         "RemoteRecvFrame": ("RemoteRecvFrame", "RemoteSeeShutdown", "RemoteSeeBroken"),
     }
@@ -505,7 +507,12 @@ class RunMachine(RuleBasedStateMachine):
 
     ACTIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "WriterPublishRunChunk": ("WriterPublishRunChunk", "WriterPublishChunk"),
-        "WriterAbortRun": ("WriterAbortRun",),
+        # the interrupts the next call reconciles: listed, driven by a real signal in
+        # tests/test_step_interrupts.py (the run writer cut before its first publish, in
+        # its bookkeeping, and again in the next call's due ABORT)
+        "WriterAbortRun": (
+            "WriterAbortRun", "WriterInterruptedInRun", "WriterSettleRun", "WriterWithdrawRun",
+        ),
         "ReaderReadRunChunk": ("ReaderReadRunChunk", "ReaderReleaseRunChunk", "ReaderTakeChunk"),
     }
     fired: ClassVar[Counter[str]] = Counter()

@@ -24,7 +24,7 @@ MutWriterSendFrameFirst ==
     /\ LocalReaders # {}
     /\ Publish(LocalReaders, MsgFrame(nseq, CurObj))
     /\ wpc' = "prepub"
-    /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
+    /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars, cuts>>
 
 \* Then the marker, once the ring has room.
 MutWriterPublishAfterFrame ==
@@ -33,7 +33,7 @@ MutWriterPublishAfterFrame ==
     /\ pub' = Append(pub, <<"overflow", nseq, CurObj, 0>>)
     /\ IF RemoteReaders # {} THEN wpc' = "remote" /\ UNCHANGED <<nseq, nobj>>
                              ELSE Finish
-    /\ UNCHANGED <<sockQ, lost, sendFails, wrun, rvars>>
+    /\ UNCHANGED <<sockQ, lost, sendFails, wrun, rvars, cuts>>
 
 \* Or the claim times out: enqueue raises, the sequence number is not used
 \* up, and the caller's next enqueue is another object.
@@ -46,7 +46,7 @@ MutWriterRingTimeout ==
     /\ wpc' = "chunk"
     /\ UNCHANGED <<pub, nseq, sockQ, lost, sendFails, wrun, released, stash,
                    subscribed, acked, rpc, rseq, pending, shutTotal, brokeTotal,
-                   delivered, rchunk, rfail, decodeFails>>
+                   delivered, rchunk, rfail, decodeFails, cuts>>
 
 MutWriterStep ==
     \/ WriterHandshake \/ MutWriterPublishInline \/ MutWriterSendFrameFirst

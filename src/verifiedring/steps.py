@@ -153,6 +153,14 @@ REMOTE_SEE_SHUTDOWN: Final = "RemoteSeeShutdown"  # SHUTDOWN in the remote frame
 READER_SEE_BROKEN: Final = "ReaderSeeBroken"  # BROKEN drained from the local socket
 READER_TOLD: Final = "ReaderTold"  # BrokenPeerError once the ring has nothing more
 REMOTE_SEE_BROKEN: Final = "RemoteSeeBroken"  # BROKEN in the remote frame stream: raise
+# Interrupts the next call reconciles (``spec/interrupts.md``): no observer sees them.
+WRITER_INTERRUPTED_IN_RUN: Final = "WriterInterruptedInRun"  # a run cut: its abort is due
+WRITER_SETTLE_RUN: Final = "WriterSettleRun"  # part count / end caught up from the cursor
+WRITER_WITHDRAW_RUN: Final = "WriterWithdrawRun"  # cut before its first publish: nothing sent
+WRITER_INTERRUPTED_BEFORE_PUBLISH: Final = "WriterInterruptedBeforePublish"  # claim let go
+WRITER_INTERRUPTED_IN_TELL: Final = "WriterInterruptedInTell"  # BROKEN stays owed
+READER_INTERRUPTED: Final = "ReaderInterrupted"  # a consumed message's outcome is owed
+READER_PAY_OWED: Final = "ReaderPayOwed"  # the next dequeue returns or raises what is owed
 
 QUEUE_STEPS: Final = (
     WRITER_HANDSHAKE,
@@ -182,6 +190,13 @@ QUEUE_STEPS: Final = (
     READER_SEE_BROKEN,
     READER_TOLD,
     REMOTE_SEE_BROKEN,
+    WRITER_INTERRUPTED_IN_RUN,
+    WRITER_SETTLE_RUN,
+    WRITER_WITHDRAW_RUN,
+    WRITER_INTERRUPTED_BEFORE_PUBLISH,
+    WRITER_INTERRUPTED_IN_TELL,
+    READER_INTERRUPTED,
+    READER_PAY_OWED,
 )
 
 

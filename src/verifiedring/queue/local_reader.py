@@ -132,6 +132,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                         raise
                     # owed if cut from here on (stores only: no call); a lent chunk's view
                     # too: the next acquire_read yields it, then releases the chunk
+                    # spec: ReaderInterrupted -- a cut from here on: the object is owed
                     delivery = self._delivery
                     delivery.obj = got
                     self._owed = delivery

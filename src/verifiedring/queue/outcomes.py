@@ -87,6 +87,7 @@ class ReaderOutcomes:
         DecodeError of a message whose unpickling it cut (:meth:`_failed`), raised. No
         call between the record's clear and the return or raise: a second interrupt
         lands before it (still owed) or after it (paid)."""
+        # spec: ReaderPayOwed -- the record cleared with no call before the return or raise
         owed = self._owed
         assert owed is not None
         if isinstance(owed, Owed):  # a call: before the clear, so a cut there leaves it owed

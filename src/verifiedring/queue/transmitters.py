@@ -127,6 +127,7 @@ class LocalTransmitter:
             runs.write(p, seq, deadline, watch, obj)
             return False
         cursor = self.cursor  # claim() inline: the hot path pays one call less
+        # spec: WriterInterruptedBeforePublish -- a chunk a cut call left claimed is let go
         if cursor.holding:
             cursor.abort()  # a call cut between its fill and its publish: nothing is out
         # the bytes encode_chunk stores: their pages are reserved before the claim

@@ -248,6 +248,7 @@ class WriterBase(MessageQueue):
         for sock in self._peers.sockets():
             if not sock.closed:
                 sock.getsockopt(zmq.EVENTS)
+        # spec: WriterInterruptedInTell -- a BROKEN whose telling was cut is still owed
         if self._broken_owed is not None:  # an interrupt cut its telling: told now
             self._tell_broken()
         super()._refuse()

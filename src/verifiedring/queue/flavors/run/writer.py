@@ -157,6 +157,7 @@ class RunWriter:
         """A cut between a publish store and the bookkeeping after it (the part count,
         the run's end) is caught up with: the chunk claimed last is out if the cursor
         moved past it, so the run moves past it now; past its LAST or ABORT, it is over."""
+        # spec: WriterSettleRun -- the part count and the run's end caught up
         cursor = self.cursor
         if self._held and not cursor.holding and cursor.index != self._at:
             self._passed()
@@ -167,6 +168,7 @@ class RunWriter:
         """Nothing of the run was published (part 0): its chunk, if claimed, is let go
         unpublished (``WriterAbort``) and the run is over without a trace: no reader
         saw its message begin, and its sequence number is unused."""
+        # spec: WriterWithdrawRun -- nothing of the run was out: nothing sent, seq unused
         cursor = self.cursor
         if cursor.holding:
             cursor.abort()
@@ -351,6 +353,7 @@ class RunSender:
     def abort_if_holding(self, exc: BaseException) -> None:
         """An asynchronous exception mid-run: if the run holds a chunk, ABORT goes in it
         now (no wait); else the abort is due at the next call."""
+        # spec: WriterInterruptedInRun -- the run is cut: its abort (or withdrawal) is due
         run = self.run
         if run.active and run.holding:
             reason = f"the writer was interrupted ({type(exc).__name__})"
