@@ -5,17 +5,21 @@
 (* owes bytes (one per reader index, in the shared arena: the child's byte  *)
 (* r IS the parent's) and its lock (an RLock).  The child drops its copies *)
 (* of the tensors (its own references die, or it exits): each base's       *)
-(* finalizer runs ArenaReader._release in the child, under the lock.  No   *)
-(* code runs at the fork (arena.py registers nothing with                  *)
-(* os.register_at_fork).  LockAtFork says whether another thread of the    *)
-(* parent -- a view's finalizer inside its locked step -- held the lock at *)
-(* the fork: that thread does not exist in the child, so the lock is never *)
-(* released there.  This models the code as it is; both cfgs are expected  *)
-(* to fail (a finding, spec/interrupts.md "Threads and fork").             *)
+(* finalizer runs ArenaReader._release in the child.  LockAtFork says      *)
+(* whether another thread of the parent -- a view's finalizer inside its   *)
+(* locked step -- held the lock at the fork: that thread does not exist in *)
+(* the child.  ForkDesign is what runs at the fork in the child:           *)
+(*   "inherit": nothing (the code before): the child's finalizer takes the *)
+(*     inherited lock (never released if it was held) and stores the       *)
+(*     parent's owes byte = 0;                                             *)
+(*   "forget": arena.py's os.register_at_fork hook gives each inherited    *)
+(*     reader a fresh lock and marks it inherited: its finalizers, sweeps  *)
+(*     and close store nothing.                                            *)
 EXTENDS TensorArena
 
-CONSTANT LockAtFork   \* "free" | "held"
-ASSUME LockAtFork \in {"free", "held"}
+CONSTANTS LockAtFork,  \* "free" | "held"
+          ForkDesign   \* "inherit" | "forget"
+ASSUME LockAtFork \in {"free", "held"} /\ ForkDesign \in {"inherit", "forget"}
 
 VARIABLES
     cviews,   \* cviews[r]: the views r's forked child inherited, not dropped yet
@@ -34,16 +38,19 @@ Fork(r) ==
     /\ UNCHANGED vars
 
 (* The child drops its copy of view v: the base's finalizer takes the lock *)
-(* (blocks for ever if it was held at the fork), finds v registered (the   *)
-(* child's copy of _viewed) and stores owes[v.slot][r] = 0 in the shared    *)
-(* arena: the parent's byte.                                               *)
+(* (blocks for ever if it is the inherited one and was held at the fork)   *)
+(* and, inherited, finds v registered (the child's copy of _viewed) and    *)
+(* stores owes[v.slot][r] = 0 in the shared arena: the parent's byte; with *)
+(* the fork hook, its own lock, and it stores nothing.                     *)
 ChildRelease(r, v) ==
     /\ cpc[r] = "live"
     /\ v \in cviews[r]
-    /\ IF LockAtFork = "held"
+    /\ IF ForkDesign = "inherit" /\ LockAtFork = "held"
          THEN cpc' = [cpc EXCEPT ![r] = "hung"] /\ UNCHANGED <<cviews, owes>>
          ELSE /\ cviews' = [cviews EXCEPT ![r] = @ \ {v}]
-              /\ owes' = [owes EXCEPT ![v.slot][r] = 0]
+              /\ owes' = IF ForkDesign = "inherit"
+                           THEN [owes EXCEPT ![v.slot][r] = 0]
+                           ELSE owes
               /\ UNCHANGED cpc
     /\ UNCHANGED <<slotSeq, content, wvars, rvars>>
 

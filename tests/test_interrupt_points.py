@@ -18,7 +18,8 @@ from interrupts.known import KNOWN
 
 ROOT = Path(__file__).resolve().parent.parent
 STRIDE = 3  # the CI share: a third of the points of each scenario
-SECOND_STRIDE = 12  # of the pairs' first points and of each one's second points
+SECOND_STRIDE = 12  # of the pairs' first points and of each one's second points, and of
+# the points a nested scenario tries with a second interrupt in the first's handling
 BOUND = 600.0
 
 
@@ -39,8 +40,8 @@ def sampled(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]
     from interrupts.scenarios import SCENARIOS
 
     tmp = tmp_path_factory.mktemp("interrupts")
-    singles = [name for name, s in SCENARIOS.items() if not s.second]
-    pairs = [name for name, s in SCENARIOS.items() if s.second]
+    singles = [name for name, s in SCENARIOS.items() if not (s.second or s.nested)]
+    pairs = [name for name, s in SCENARIOS.items() if s.second or s.nested]
     return (_sample(tmp / "points.json", STRIDE, singles)
             + _sample(tmp / "pairs.json", SECOND_STRIDE, pairs))
 
@@ -56,7 +57,10 @@ def test_every_scenario_lists_points_and_tries_sampled_ones(
         points, tried = r["points"], r["tried"]
         assert isinstance(points, int) and isinstance(tried, int)
         assert points > 0, r
-        if not SCENARIOS[str(r["scenario"])].second:
+        s = SCENARIOS[str(r["scenario"])]
+        if s.nested:  # each sampled point with each of its ``nested`` second ones
+            assert tried == len(range(0, points // s.nested, SECOND_STRIDE)) * s.nested, r
+        elif not s.second:
             assert tried == len(range(0, points, STRIDE)), r
         else:
             assert tried > 0, r

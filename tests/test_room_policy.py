@@ -5,14 +5,25 @@ error advises. The policy under a full /dev/shm, racing creators included, is
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
 import pickle
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 
-from verifiedring import MessageQueue, MisuseError, RingLayout, SharedMemoryFullError, ShmRingBuffer
+from verifiedring import (
+    MessageQueue,
+    MisuseError,
+    RingLayout,
+    SharedMemoryFullError,
+    ShmRingBuffer,
+    shm,
+)
 from verifiedring.arena import ArenaWriter
 from verifiedring.reservation import PAGE, RESERVE_ENV, committed_at_create, room_at_create
 
@@ -125,3 +136,27 @@ def test_the_tensor_arenas_full_shm_error_advises_shrinking_the_arena() -> None:
         "--shm-size or --ipc=host)"
     ), message
     assert "max_chunk_bytes" not in message, message
+
+
+def test_a_turn_whose_exit_an_interrupt_cut_does_not_hold_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A signal landing as a reservation's turn exits (its ``with`` exit cut: the
+    generator is left at its ``yield``, kept by the traceback) left /dev/shm's create
+    lock held by this process: its next create or reservation waited ``TURN_WAIT``
+    (10 s) and went on without the lock, warned. Now the next turn closes the cut one's
+    descriptor first, and the cut one, finished later, closes nothing of the next's."""
+    monkeypatch.setattr(shm, "TURN_WAIT", 0.2)
+    cut = shm._turn(str(tmp_path))
+    cut.__enter__()  # its exit never runs, as when an interrupt cuts it
+    with caplog.at_level(logging.WARNING, logger="verifiedring"), shm._turn(str(tmp_path)):
+        probe = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:  # the lock is this turn's: another descriptor cannot take it
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            del cut  # the cut turn's generator is finished now: it must not unlock
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    assert [r.getMessage() for r in caplog.records] == []

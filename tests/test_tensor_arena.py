@@ -14,9 +14,11 @@ import ctypes
 import gc
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -266,6 +268,115 @@ def test_a_slot_is_released_when_the_storage_of_every_view_is_freed(group: Any) 
     assert a.viewed and bytes(a.owes(0)) == b"\x01"
     del part  # the storage is freed now
     assert not a.viewed and bytes(a.owes(0)) == b"\x00"
+
+
+def test_a_release_an_interrupt_cut_in_the_finalizer_is_made_by_the_next_dequeue(
+    group: Any
+) -> None:
+    """A KeyboardInterrupt in a view's finalizer (a signal landing while the last view
+    is freed) is ignored by the interpreter and ends that finalizer for good: before,
+    the slot stayed owed until the reader's process ended, and each such cut took one
+    slot from the writer (here the only one: message 2 went out of band)."""
+    g = group(1, arena_slots=1)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    t = g.readers[0].dequeue(T)
+    a = g.reader_arena(0)
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt("a signal in the finalizer")
+
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with before_arena_fences(interrupt):
+            del t  # the finalizer raises at its FA3 fence
+    finally:
+        sys.unraisablehook = hook
+    assert [type(u.exc_value) for u in unraisable] == [KeyboardInterrupt]
+    assert bytes(a.owes(0)) == b"\x01"  # cut: not released yet
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)
+    assert (g.arena.copies, g.arena.fallbacks) == (1, 1)  # no free slot for message 2
+    assert torch.equal(g.readers[0].dequeue(T), pattern(2, 2 * MIB))  # its sweep releases
+    assert not a.viewed and bytes(a.owes(0)) == b"\x00"
+    g.writer.enqueue(pattern(3, 2 * MIB), timeout=T)
+    assert (g.arena.copies, g.arena.fallbacks) == (2, 1)  # the slot again
+    assert torch.equal(g.readers[0].dequeue(T), pattern(3, 2 * MIB))
+
+
+def _in_a_forked_child(body: Callable[[], None], bound: float = T) -> int:
+    """Run ``body`` in a child forked from this process; its exit code (0: returned, 1:
+    raised), or -1 if it was still running after ``bound`` seconds (killed then)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            body()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)  # a bounded poll of the child's exit, not a synchronization
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return -1
+
+
+def test_a_forked_child_dropping_its_copy_of_a_view_does_not_release_the_parents(
+    group: Any
+) -> None:
+    """spec/MCTensorArenaFork_Release: a child forked from a reader's process inherits
+    its tensors; freeing them ran the finalizer in the child, which cleared the owes
+    byte the parent shares, while the parent still viewed the slot: the writer could
+    then overwrite the parent's live tensor. The child now stores nothing."""
+    g = group(1, arena_slots=1)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    t = g.readers[0].dequeue(T)
+    a = g.reader_arena(0)
+
+    def drop() -> None:
+        nonlocal t
+        del t
+        gc.collect()
+        g.readers[0].close()  # its sweeps and close store nothing either
+
+    assert _in_a_forked_child(drop) == 0
+    assert a.viewed == {0: 1} and bytes(a.owes(0)) == b"\x01"  # still the parent's
+    g.writer.enqueue(pattern(2, 2 * MIB), timeout=T)
+    assert (g.arena.copies, g.arena.fallbacks) == (1, 1)  # not into the viewed slot
+    assert torch.equal(t, pattern(1, 2 * MIB))
+
+
+def test_a_forked_child_does_not_hang_on_a_lock_another_thread_held_at_the_fork(
+    group: Any
+) -> None:
+    """spec/MCTensorArenaFork_Lock: a thread of the parent (a view's finalizer, here
+    paused at its fence) held the reader's lock at the fork; that thread does not exist
+    in the child, whose first arena step then waited for ever. The child's reader now
+    has a lock of its own."""
+    g = group(1, arena_slots=1)
+    g.writer.enqueue(pattern(1, 2 * MIB), timeout=T)
+    held = [g.readers[0].dequeue(T)]
+    a = g.reader_arena(0)
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with a._lock:
+            inside.set()
+            leave.wait(T)
+
+    holder = threading.Thread(target=hold, name="holds the arena lock")
+    holder.start()
+    try:
+        assert inside.wait(T)
+        assert _in_a_forked_child(lambda: (held.clear(), g.readers[0].close()), 5.0) == 0
+    finally:
+        leave.set()
+        holder.join(T)
+    assert torch.equal(held[0], pattern(1, 2 * MIB)) and a.viewed == {0: 1}
 
 
 def test_no_free_slot_falls_back_out_of_band_without_waiting(group: Any) -> None:

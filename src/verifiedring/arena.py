@@ -21,14 +21,12 @@ the ``# spec:`` comments name its actions.
 * Reader (:class:`ArenaReader`): the stub becomes a tensor over the slot's
   memory (``torch.from_numpy`` of a numpy array over the mapping: no copy).
   The tensor's storage holds that array (every tensor this reader rebuilds from
-  one claim holds the same one); when the last storage is freed (the last
-  tensor or view of it is gone) a finalizer stores the reader's owes byte =
-  0, however many of vLLM's ``flush_releases`` pass meanwhile. At the
-  start of each dequeue, and at close, the reader also clears the byte of
-  every slot it does not view whose message it has consumed (one that failed
-  to decode) -- at close, of every slot it does not view. A finalizer runs in
-  whatever thread frees the storage: releases, these sweeps and a view's
-  registration take the reader's lock, one step each.
+  one claim holds the same one); when the last storage is freed a finalizer
+  stores the reader's owes byte = 0 (one an interrupt cut: the next sweep). At
+  each dequeue's start, and at close, the reader also clears the byte of every
+  slot it does not view whose message it has consumed (one that failed to
+  decode; at close, any). A finalizer runs in whatever thread frees the
+  storage: releases, sweeps and a view's registration take the reader's lock.
 * Memory order (``spec/TensorArenaRelaxed.tla``): the ring publishes the
   message after the writer's stores above and the reader loads the slot after
   taking it (the ring's fences order them); a fence precedes each release
@@ -41,13 +39,13 @@ the ``# spec:`` comments name its actions.
 * A queue's reader announces itself to the engine policy's ``arena_attach``
   (:class:`~verifiedring.engine.EnginePolicy`; compat: vLLM's registry of reader arenas).
 
-A reader that closes while it still views slots keeps the mapping until the
-last view is gone (the views pin it). Sizes: the pages are reserved at
-create (``posix_fallocate``, as the ring's), ``n_slots * slot_bytes`` bytes.
+A reader that closes while viewing slots keeps the mapping until the last view
+is gone. The ``n_slots * slot_bytes`` pages are reserved at create (as the ring's).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -218,6 +216,20 @@ class ArenaWriter(_Arena):
 
 
 _current = threading.local()  # .reader: the arena reader whose dequeue runs in this thread
+_READERS: weakref.WeakSet[ArenaReader] = weakref.WeakSet()  # every live one, for a fork
+
+
+def _forked_readers_store_nothing() -> None:
+    """In a process just forked: each inherited arena reader gets a fresh lock (a thread
+    of the parent may have held it at the fork: it would never be released here) and
+    stores nothing from now on (its finalizers, sweeps and close would clear the
+    parent's owes bytes while the parent views the slots: ``spec/MCTensorArenaFork``)."""
+    for reader in list(_READERS):
+        reader._lock = threading.RLock()
+        reader._inherited = True
+
+
+os.register_at_fork(after_in_child=_forked_readers_store_nothing)
 
 
 class ArenaReader(_Arena):
@@ -244,12 +256,19 @@ class ArenaReader(_Arena):
         # finalizer per base; a later base of the slot (even of the same claim) makes
         # the finalizers of the earlier ones no-ops
         self._bases: dict[int, tuple[int, int, weakref.ref[Any] | None]] = {}
+        #: Dead bases, appended by a C callback (no interrupt lands in it): a release an
+        #: interrupt cut in the finalizer is made by the next sweep (:meth:`_settle_died`)
+        self._died: list[weakref.ref[Any]] = []
         self._made = 0  # bases made so far
         #: Slots released because their last view's storage was freed, since the slot
         #: was last viewed or :meth:`forget_freed` (vLLM's ``_pending_release``; at most
         #: one entry per slot).
         self.freed: dict[int, None] = {}
         self._closed = False
+        #: True in a process forked from this reader's: it is not this reader, so it
+        #: stores nothing in the arena (:func:`_forked_readers_store_nothing`)
+        self._inherited = False
+        _READERS.add(self)
         hook = engine.policy.arena_attach
         if announce and hook is not None:
             hook(self)
@@ -262,6 +281,9 @@ class ArenaReader(_Arena):
 
     def _drop(self, consumed_below: int | None) -> None:
         with self._lock:
+            if self._inherited:
+                return
+            self._settle_died()
             for slot in range(self.handle.n_slots):
                 if slot in self._viewed:
                     continue
@@ -302,7 +324,7 @@ class ArenaReader(_Arena):
                 # below, or waiting for the lock) finds a newer one and does nothing
                 self._bases[slot] = (gen, made, None)
                 whole = np.frombuffer(self.segment.buf, np.uint8, h.slot_bytes, offset)
-                self._bases[slot] = (gen, made, weakref.ref(whole))
+                self._bases[slot] = (gen, made, weakref.ref(whole, self._died.append))
                 self._viewed[slot] = gen
                 self.freed.pop(slot, None)
                 weakref.finalize(whole, self._release, slot, made)
@@ -310,19 +332,34 @@ class ArenaReader(_Arena):
         return torch.from_numpy(holder).view(getattr(torch, dtype)).view(shape)
 
     def _release(self, slot: int, made: int) -> None:
-        """A base's finalizer: store this reader's owes byte of ``slot`` = 0 if it views
-        the slot and base ``made`` is the slot's latest; the slot is then :attr:`freed`."""
+        """A base's finalizer."""
         fence()  # FA3: every load of the view's bytes before the release store
         with self._lock:
-            base = self._bases.get(slot)
-            if base is None or base[1] != made:
-                return
-            if self._viewed.pop(slot, None) is None:
-                return
-            with self.owes(slot) as owes:
-                # spec: ArenaRelease -- the view's storage was freed
-                owes[self.index] = 0
-            self.freed[slot] = None
+            self._release_base(slot, made)
+
+    def _release_base(self, slot: int, made: int) -> None:
+        """Owes byte 0 and :attr:`freed` for ``slot`` if viewed through base ``made``."""
+        base = self._bases.get(slot)
+        if base is None or base[1] != made or self._inherited:
+            return
+        if self._viewed.get(slot) is None:
+            return
+        with self.owes(slot) as owes:
+            # spec: ArenaRelease -- the view's storage was freed
+            owes[self.index] = 0
+        self._viewed.pop(slot, None)
+        self.freed[slot] = None
+
+    def _settle_died(self) -> None:
+        """The releases of dead bases (lock held); one leaves :attr:`_died` once handled
+        (a cut sweep leaves it to the next; a second handling changes nothing). The
+        view's loads were the dropping thread's, before its callback's append: the GIL's
+        hand-off orders them before this store, as FA3 does in the finalizer's thread."""
+        for ref in list(self._died):
+            for slot, (_, made, base_ref) in list(self._bases.items()):
+                if base_ref is ref:
+                    self._release_base(slot, made)
+            self._died.remove(ref)
 
     def forget_freed(self) -> None:
         """Empty :attr:`freed` (vLLM's ``flush_releases``)."""

@@ -32,6 +32,7 @@ import fcntl
 import logging
 import mmap
 import os
+import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -114,16 +115,29 @@ def preflight(size: int, what: str = RING_SEGMENT) -> None:
 TURN_WAIT = 10.0
 
 
+#: ``.held``: this thread's turn (a 1-tuple of its directory descriptor, one per turn)
+#: while it is held. An interrupt that cuts the turn's exit leaves it here, and the
+#: thread's next turn closes it, so the lock is never held past the next create or
+#: reservation.
+_TURN = threading.local()
+
+
 @contextlib.contextmanager
 def _turn(directory: str = SHM_DIR) -> Iterator[None]:
     """Hold ``directory``'s lock (``flock`` on the directory itself, so nothing is left
     behind; the kernel keeps it across PID namespaces) for the block, waiting at
     most :data:`TURN_WAIT`; without it where the directory cannot be opened."""
+    stale: tuple[int] | None = getattr(_TURN, "held", None)
+    if stale is not None:  # a turn of this thread whose exit an interrupt cut
+        _TURN.held = None
+        os.close(stale[0])  # releases its lock
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         yield
         return
+    held = (fd,)
+    _TURN.held = held
     try:
         deadline = time.monotonic() + TURN_WAIT
         while True:
@@ -138,7 +152,11 @@ def _turn(directory: str = SHM_DIR) -> Iterator[None]:
                 time.sleep(0.0005)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        # unless a later turn closed it already (this exit was cut, the generator is
+        # finished late): cleared first, so a cut between leaves it closed, not recorded
+        if getattr(_TURN, "held", None) is held:
+            _TURN.held = None
+            os.close(fd)  # releases the lock
 
 
 def _unlink_if_creator(name: str, creator: int) -> None:

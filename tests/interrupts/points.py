@@ -5,7 +5,9 @@ the return of a call (the check after CALL); a handler's exception surfaces ther
 A profile hook sees both: ``call`` (the entry) and ``c_return`` (a C call's return).
 A point is a site and its occurrence: the same site reached again in the phase is
 another point. A hook that raises is unset by CPython, so one interrupt is raised
-per arming.
+per arming. A second one inside the first's handling (``again``) comes from a trace
+function, which CPython keeps apart from the profile one: set just before the first
+raise, it raises at the ``again``-th entry of a library function after it.
 """
 
 from __future__ import annotations
@@ -62,7 +64,12 @@ class Hook:
     hit: bool = False
     #: The hook of the cut end's next call (a second interrupt there), if any.
     second: Hook | None = None
+    #: > 0: a second interrupt at that library function entry after the first (in the
+    #: first one's handling); ``hit_again`` says whether it was raised.
+    again: int = 0
+    hit_again: bool = False
     _counts: Counter[Site] = field(default_factory=Counter)
+    _entries: int = 0
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         site = site_of(frame, event, arg)
@@ -74,7 +81,19 @@ class Hook:
             self.seen.append(point)
         elif point == self.target:
             self.hit = True
+            if self.again:
+                sys.settrace(self._during_handling)
             raise KeyboardInterrupt(f"at {point}")
+
+    def _during_handling(self, frame: FrameType, event: str, arg: Any) -> None:
+        """The trace function after the first raise: counts the library's function
+        entries and raises at the ``again``-th (then it is unset by CPython)."""
+        if event != "call" or site_of(frame, event, arg) is None:
+            return
+        self._entries += 1
+        if self._entries == self.again:
+            self.hit_again = True
+            raise KeyboardInterrupt(f"again, at entry {self._entries} after the first")
 
     @contextmanager
     def armed(self) -> Iterator[None]:
@@ -87,6 +106,7 @@ class Hook:
             yield
         finally:
             sys.setprofile(None)
+            sys.settrace(None)
 
 
 def describe(point: Point) -> str:

@@ -39,14 +39,16 @@ def preload(names: Iterable[str]) -> None:
 Answer = tuple[list[Point], bool, str | None]
 
 
-def _child(conn: Connection, name: str, target: Point | None, then: Point | None) -> None:
+def _child(conn: Connection, name: str, target: Point | None, then: Point | None,
+           again: int) -> None:
     try:
-        hook = Hook(target)
+        hook = Hook(target, again=again)
         if SCENARIOS[name].second and target is not None:
             hook.second = Hook(then)
         p = play(SCENARIOS[name], hook)
         watched = hook if hook.second is None else hook.second
-        conn.send((watched.seen, hook.hit and (then is None or watched.hit), judge(p)))
+        hit = hook.hit and (then is None or watched.hit) and (not again or hook.hit_again)
+        conn.send((watched.seen, hit, judge(p)))
     except BaseException as e:  # reported to the parent
         conn.send(([], False, f"the scenario itself raised {type(e).__name__}: {e}"))
     finally:
@@ -57,16 +59,17 @@ def _child(conn: Connection, name: str, target: Point | None, then: Point | None
 class _Running:
     proc: Any
     conn: Connection
-    point: tuple[Point | None, Point | None]
+    point: tuple[Point | None, Point | None, int]
     started: float = field(default_factory=time.monotonic)
 
 
-def _start(name: str, point: Point | None, then: Point | None = None) -> _Running:
+def _start(name: str, point: Point | None, then: Point | None = None,
+           again: int = 0) -> _Running:
     recv, send = _fork.Pipe(duplex=False)
-    proc = _fork.Process(target=_child, args=(send, name, point, then), daemon=True)
+    proc = _fork.Process(target=_child, args=(send, name, point, then, again), daemon=True)
     proc.start()
     send.close()
-    return _Running(proc, recv, (point, then))
+    return _Running(proc, recv, (point, then, again))
 
 
 def _finish(run: _Running) -> Answer:
@@ -105,7 +108,12 @@ def points_of(name: str) -> list[Point]:
     return seen
 
 
-def _run_all(name: str, todo: list[tuple[Point, Point | None]], jobs: int,
+#: One try: the first point, a point of the cut end's next call, the entry (after the
+#: first) of a second interrupt in the first one's handling (0: none).
+Try = tuple[Point, Point | None, int]
+
+
+def _run_all(name: str, todo: list[Try], jobs: int,
              result: Result) -> dict[Point, list[Point]]:
     """Each of ``todo`` in a fresh child, ``jobs`` at a time, into ``result``; the points
     the second hooks saw, by first point (a pair's count run: its second is None)."""
@@ -116,7 +124,7 @@ def _run_all(name: str, todo: list[tuple[Point, Point | None]], jobs: int,
             running.append(_start(name, *todo.pop(0)))
         run = running.pop(0)
         seen, hit, verdict = _finish(run)
-        first, then = run.point
+        first, then, again = run.point
         assert first is not None
         if SCENARIOS[name].second and then is None:
             seconds[first] = seen
@@ -124,7 +132,8 @@ def _run_all(name: str, todo: list[tuple[Point, Point | None]], jobs: int,
         if not hit:
             result.missed += 1
         if verdict is not None:
-            where = describe(first) + ("" if then is None else f" then {describe(then)}")
+            where = describe(first) + ("" if then is None else f" then {describe(then)}") + (
+                f" then again at entry {again}" if again else "")
             result.violations[where] = verdict
     return seconds
 
@@ -134,14 +143,17 @@ def enumerate_scenario(
 ) -> Result:
     """Every point ``choose`` keeps, each in a fresh child, ``jobs`` at a time. A
     ``second`` scenario's points are pairs: each first point (alone, which lists the
-    points of the cut end's next call), then with each of those ``choose`` keeps."""
+    points of the cut end's next call), then with each of those ``choose`` keeps. A
+    ``nested`` one's are each point with a second interrupt at each of the first
+    ``nested`` library function entries after it."""
     points = points_of(name)
     result = Result(name, len(points))
-    firsts: list[tuple[Point, Point | None]] = [(p, None) for p in choose(points)]
+    nested = SCENARIOS[name].nested
+    agains = range(1, nested + 1) if nested else (0,)
+    firsts: list[Try] = [(p, None, k) for p in choose(points) for k in agains]
+    result.points *= len(agains)
     seconds = _run_all(name, firsts, jobs, result)
-    pairs: list[tuple[Point, Point | None]] = [
-        (p, q) for p, qs in seconds.items() for q in choose(qs)
-    ]
+    pairs: list[Try] = [(p, q, 0) for p, qs in seconds.items() for q in choose(qs)]
     result.points += sum(len(qs) for qs in seconds.values())
     _run_all(name, pairs, jobs, result)
     return result

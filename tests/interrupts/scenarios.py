@@ -10,6 +10,7 @@ reader takes what is left. The race scenarios instead arm ``close()`` or
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from verifiedring import (
     RingTimeoutError,
 )
 from verifiedring.testing.blocked import wait_blocked
+from verifiedring.testing.faults import arena_of
 
 from .points import Hook
 
@@ -84,6 +86,14 @@ class Scenario:
     race: Callable[[Ends, Hook], list[str]] | None = None
     #: Its points are pairs: a first interrupt, then one in the cut end's next call.
     second: bool = False
+    #: > 0: each point is tried with a second interrupt at each of the first ``nested``
+    #: library function entries after it (in the first one's handling).
+    nested: int = 0
+    #: m1, m2 and m3 each sent and then taken by every reader before the next is sent
+    #: (a ring of one chunk cannot hold two)
+    lockstep: bool = False
+    #: What must hold once every reader took everything and closed (the writer open).
+    after: Callable[[Ends], list[str]] | None = None
 
 
 def _big(size: int) -> Callable[[int], Any]:
@@ -153,14 +163,19 @@ def _take(s: Scenario, r: MessageQueue, out: list[str], hook: Hook | None = None
     out.append(err or got)
 
 
-def _deliveries(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Play,
-                hook: Hook) -> None:
-    """m0 untouched; m1 sent and taken under ``hook``; then m2 and m3, and the rest."""
+def _m0(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Play) -> None:
+    """m0 sent and taken by every reader, untouched."""
     s.send(w, s.make(0), T)
     for r in readers:
         got = s.label(s.receive(r, T))
         if got != "m0":
             p.errors.append(f"m0 came as {got}")
+
+
+def _deliveries(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Play,
+                hook: Hook) -> None:
+    """m0 untouched; m1 sent and taken under ``hook``; then m2 and m3, and the rest."""
+    _m0(s, w, readers, p)
     with hook.armed():
         _, cut = _call(lambda: s.send(w, s.make(1), T))
         p.writer.append(cut or "m1")
@@ -181,6 +196,47 @@ def _deliveries(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Pl
             _take(s, r, out, hook if was_cut and k == 0 else None)
 
 
+def _catch_up(s: Scenario, r: MessageQueue, out: list[str], want: str,
+              hook: Hook | None) -> None:
+    """Reader ``r`` takes until it has ``want`` or stops for good (at most 4 takes)."""
+    for k in range(4):
+        if out and out[-1] not in (REPORTED, "interrupted", *LABELS[:LABELS.index(want)]):
+            return
+        _take(s, r, out, hook if k == 0 else None)
+
+
+def _readable_only(s: Scenario, readers: list[MessageQueue], p: Play, want: str) -> None:
+    """Each reader takes while a message is readable, up to ``want`` (after a cut send,
+    which may have sent nothing)."""
+    for r, out in zip(readers, p.readers, strict=True):
+        while (not out or out[-1] not in (BROKEN, want)) and r.readable():
+            _take(s, r, out)
+
+
+def _lockstep(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Play,
+              hook: Hook) -> None:
+    """m0 untouched; then m1 (under ``hook``), m2 and m3, each sent and then taken by
+    every reader before the next is sent."""
+    _m0(s, w, readers, p)
+    with hook.armed():
+        _, cut = _call(lambda: s.send(w, s.make(1), T))
+        p.writer.append(cut or "m1")
+        if cut is None:
+            for r, out in zip(readers, p.readers, strict=True):
+                _take(s, r, out)
+    if cut is None:
+        for r, out in zip(readers, p.readers, strict=True):
+            _catch_up(s, r, out, "m1", hook if out == ["interrupted"] else None)
+    else:
+        _readable_only(s, readers, p, "m1")
+    for i in (2, 3):
+        with _next_call(hook, i == 2 and cut is not None):
+            _, err = _call(lambda i=i: s.send(w, s.make(i), T))  # type: ignore[misc]
+        p.writer.append(err or LABELS[i])
+        for r, out in zip(readers, p.readers, strict=True):
+            _catch_up(s, r, out, LABELS[i], None)
+
+
 def play(s: Scenario, hook: Hook) -> Play:
     """Run scenario ``s`` with ``hook`` armed over its middle phase."""
     ends = s.build()
@@ -189,8 +245,15 @@ def play(s: Scenario, hook: Hook) -> Play:
     try:
         if s.race is not None:
             p.errors += s.race(ends, hook)
+        elif s.lockstep:
+            _lockstep(s, w, readers, p, hook)
         else:
             _deliveries(s, w, readers, p, hook)
+        if s.after is not None:
+            for r in readers:
+                _call(r.close)
+            gc.collect()
+            p.errors += s.after(ends)
     finally:
         for q in (*readers, w):
             _, err = _call(q.close)
@@ -291,6 +354,16 @@ def _shutdown_race(ends: Ends, hook: Hook) -> list[str]:
     return errors
 
 
+def _arena_released(ends: Ends) -> list[str]:
+    """Every slot of the writer's arena owed by no reader (each view is gone and every
+    reader closed): a release cut in a view's finalizer would leave its slot owed."""
+    arena = arena_of(ends[0])
+    assert arena is not None
+    return [f"arena slot {slot} still owed by reader(s) "
+            f"{[i for i, b in enumerate(arena.owes(slot)) if b]}"
+            for slot in range(arena.handle.n_slots) if any(arena.owes(slot))]
+
+
 _STREAM = 10_000  # a run of three 4 KiB chunks
 _FRAME = 10_000  # an overflow frame past a 4 KiB chunk
 
@@ -304,13 +377,23 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("arena", lambda: _ends(1, max_chunk_bytes=4096, max_chunks=8,
                                     enable_shm_tensor_arena=True, arena_slots=4,
                                     arena_slot_bytes=9 * 1024 * 1024),
-             make=_tensor, label=_tensor_label),
+             make=_tensor, label=_tensor_label, after=_arena_released),
     Scenario("remote", lambda: _ends(1, 1, max_chunk_bytes=4096, max_chunks=8)),
     Scenario("in_place", lambda: _ends(1, max_chunk_bytes=4096, max_chunks=8),
              make=lambda i: LABELS[i].encode(), send=_write_in_place, receive=_read_in_place),
     Scenario("second", lambda: _ends(1, max_chunk_bytes=4096, max_chunks=16,
                                      large_objects="stream"),
              make=_big(_STREAM), label=_big_label, second=True),
+    Scenario("stream_remote", lambda: _ends(1, 1, max_chunk_bytes=4096, max_chunks=16,
+                                            large_objects="stream"),
+             make=_big(_STREAM), label=_big_label),
+    Scenario("one_chunk", lambda: _ends(2, max_chunk_bytes=4096, max_chunks=1),
+             lockstep=True),
+    Scenario("nested_inline", lambda: _ends(1, max_chunk_bytes=4096, max_chunks=8),
+             nested=3),
+    Scenario("nested_stream", lambda: _ends(1, max_chunk_bytes=4096, max_chunks=16,
+                                            large_objects="stream"),
+             make=_big(_STREAM), label=_big_label, nested=3),
     Scenario("close_race", lambda: _ends(1, max_chunk_bytes=4096, max_chunks=8),
              race=_close_race),
     Scenario("shutdown_race", lambda: _ends(1, max_chunk_bytes=4096, max_chunks=8),
