@@ -86,23 +86,61 @@ class _AdmitOne:
         return secrets.compare_digest(key, self._key)
 
 
+#: A ZAP denial's status text and code when the writer's handshake is over: libzmq hands
+#: the code to the refused reader (its monitor's ``HANDSHAKE_FAILED_AUTH`` value), so it
+#: tells "too late" from a wrong key (400). Not 300: libzmq closes a connection denied
+#: with 300 without telling the client any code.
+LATE_TEXT = b"handshake over"
+LATE_STATUS = 500
+
+
+class _Late:
+    """A closed door: the queue's handshake is over, no connection is admitted."""
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return False
+
+
+class _Authenticator(zmq.auth.thread.ThreadAuthenticator):
+    """pyzmq's, denying a closed door's connections with :data:`LATE_STATUS`."""
+
+    async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, bytes]:
+        if isinstance(self.credentials_providers.get(domain), _Late):
+            return False, LATE_TEXT
+        return await super()._authenticate_curve(domain, client_key)
+
+    def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes,
+                        user_id: str = "anonymous") -> None:
+        if status_text == LATE_TEXT:
+            status_code = str(LATE_STATUS).encode()
+        super()._send_zap_reply(request_id, status_code, status_text, user_id)
+
+
 class _Gate:
     """The process's one ZAP handler (restarted in a forked child)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._auth: zmq.auth.thread.ThreadAuthenticator | None = None
+        self._auth: _Authenticator | None = None
         self._pid = 0
 
     def admit(self, ctx: zmq.Context[Any], keys: ServerKeys) -> None:
         with self._lock:
             if self._auth is None or self._pid != os.getpid():
-                self._auth = zmq.auth.thread.ThreadAuthenticator(ctx)
+                self._auth = _Authenticator(ctx)
                 self._auth.start()
                 self._pid = os.getpid()
             self._auth.configure_curve_callback(
                 keys.domain, credentials_provider=_AdmitOne(keys.reader.client_public)
             )
+
+    def close_door(self, keys: ServerKeys) -> None:
+        """The queue's handshake is over: refuse every connection from now on (the ones
+        made stay), each with :data:`LATE_STATUS`, which the refused reader sees at once,
+        whatever the writer is doing; a plain store the ZAP thread reads."""
+        with self._lock:
+            if self._auth is not None and self._pid == os.getpid():
+                self._auth.credentials_providers[keys.domain] = _Late()
 
     def revoke(self, keys: ServerKeys) -> None:
         with self._lock:

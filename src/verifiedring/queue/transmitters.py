@@ -232,3 +232,7 @@ class RemoteTransmitter:
         self.socket.close(linger=linger_ms)
         self.credit.close()
         GATE.revoke(self.keys)
+
+    def close_door(self) -> None:
+        """After READY: a reader connecting from now on is refused at once, and told why."""
+        GATE.close_door(self.keys)
