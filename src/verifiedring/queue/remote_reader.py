@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sized
+from time import monotonic
 from typing import Any
 
 import zmq
@@ -75,6 +76,7 @@ class RemoteReader(QueueReader):
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         frames = self._next_frames(deadline)
+        self._took_at = monotonic()  # its frame is here: before the step
         header = self._parse_header(frames[0])
         kind, seq = header[0], header[1]
         obs = self._observer
