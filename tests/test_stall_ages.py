@@ -54,7 +54,7 @@ def test_a_writer_stall_says_how_long_ago_the_chunk_a_reader_has_not_read_was_pu
     assert 0.5 <= _age(err, str(info.value)) <= bound + 0.05
     lines = [x.getMessage() for x in caplog.records]
     assert len(lines) >= 1
-    line = (rf"pid {pid} still waiting after 0\.2 s: writer of ring '[^']+' waits for chunk 0 "
+    line = (rf"pid {pid} still waiting after \d+\.\d s: writer of ring '[^']+' waits for chunk 0 "
             rf"to be free \(written=1, read flags=\[0\]\); {behind}")
     assert 0.2 <= _age(line, lines[0]) <= bound
 
@@ -90,11 +90,11 @@ def test_a_reader_stall_says_how_long_ago_it_last_took_a_message(
         wait = (rf"pid {pid} still waiting after {{}} s: local reader rank 0 \(pid {pid}\) "
                 rf"waits for message seq {{}} in chunk {{}} \(written=0, read flags=\[0\]\) "
                 rf"from {writer}, its process holds the ring")
-        first, then = wait.format("0\\.2", 0, 0), wait.format("0\\.2", 1, r"\d+")
+        first, then = wait.format(r"\d+\.\d", 0, 0), wait.format(r"\d+\.\d", 1, r"\d+")
     else:
         wait = (rf"pid {pid} still waiting after {{}} s: remote reader rank 0 \(pid {pid}\) "
                 rf"waits for message seq {{}} on the remote socket from {writer}")
-        first, then = wait.format("0\\.2", 0), wait.format("0\\.2", 1)
-    assert len(before) == 1 and len(after) >= 1, (before, after)
+        first, then = wait.format(r"\d+\.\d", 0), wait.format(r"\d+\.\d", 1)
+    assert len(before) >= 1 and len(after) >= 1, (before, after)  # one per 0.2 s waited
     assert re.fullmatch(first + "; it has taken no message yet", before[0]), before[0]
     assert 0.2 <= _age(then + f"; it last took a message {_AGO}", after[0]) <= bound + 0.05
