@@ -198,6 +198,36 @@ def test_a_remote_reader_after_the_handshake_is_refused_with_the_writer_idle(ran
     assert seconds < BOUND
 
 
+def test_the_ack_socket_still_admits_a_reader_after_ready() -> None:
+    """Only the frames' socket closes its door at READY: a reader counted then may complete
+    its acknowledgement connection later (under load it does; before, that connection
+    was refused and the writer waited for acks that never came)."""
+    from verifiedring.queue.curve import connect_as_reader
+
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        h = w.export_handle()
+        assert h.curve is not None and h.remote_ack_addr is not None
+        r = MessageQueue.create_from_handle(h, 0)
+        push: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.PUSH)
+        try:
+            ready = threading.Thread(target=r.wait_until_ready, args=(T,), daemon=True)
+            ready.start()
+            w.wait_until_ready(T)
+            ready.join(T)
+            connect_as_reader(push, h.curve)
+            monitor = push.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+            push.connect(h.remote_ack_addr)
+            assert monitor.poll(int(T * 1000)), "no handshake event"
+            event = monitor.recv_multipart()
+            assert int.from_bytes(event[0][:2], "little") == zmq.EVENT_HANDSHAKE_SUCCEEDED
+            push.disable_monitor()
+            monitor.close(linger=0)
+        finally:
+            push.close(linger=0)
+            r.close()
+
+
 @pytest.mark.parametrize("keys", ["client", "server"])
 def test_a_wrong_curve_key_says_authentication_failed_not_a_dead_writer(
     keys: str,

@@ -11,8 +11,11 @@ a handshake. Keys are never logged and never in a repr.
 
 libzmq admits every CURVE client unless a ZAP handler says otherwise; one
 handler (pyzmq's :class:`zmq.auth.thread.ThreadAuthenticator`) serves the
-process's context, and each writer registers its own ZAP domain with the one
-client key it admits.
+process's context, and each writer registers its own ZAP domains (the frames'
+socket's and the acknowledgements') with the one client key it admits. Once READY is
+sent the frames' door closes (:meth:`_Gate.close_door`): a reader that connects after
+the handshake is denied with :data:`LATE_STATUS`, which it names at once, the writer
+idle or not; the acknowledgements' door stays open for the readers counted at READY.
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ class ServerKeys:
     server_secret: bytes = field(repr=False)
     reader: CurveKeys = field(repr=False)
     domain: str
+
+    @property
+    def ack_domain(self) -> str:
+        """The acknowledgement socket's ZAP domain: its door stays open after READY (a
+        reader subscribed in time may complete its ack connection after it)."""
+        return self.domain + "/ack"
 
 
 def new_keys(heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT) -> ServerKeys:
@@ -130,9 +139,10 @@ class _Gate:
                 self._auth = _Authenticator(ctx)
                 self._auth.start()
                 self._pid = os.getpid()
-            self._auth.configure_curve_callback(
-                keys.domain, credentials_provider=_AdmitOne(keys.reader.client_public)
-            )
+            for domain in (keys.domain, keys.ack_domain):
+                self._auth.configure_curve_callback(
+                    domain, credentials_provider=_AdmitOne(keys.reader.client_public)
+                )
 
     def close_door(self, keys: ServerKeys) -> None:
         """The queue's handshake is over: refuse every connection from now on (the ones
@@ -146,6 +156,7 @@ class _Gate:
         with self._lock:
             if self._auth is not None and self._pid == os.getpid():
                 self._auth.credentials_providers.pop(keys.domain, None)
+                self._auth.credentials_providers.pop(keys.ack_domain, None)
 
 
 GATE = _Gate()
@@ -157,11 +168,12 @@ def _heartbeats(sock: zmq.Socket[Any], timeout_ms: int) -> None:
     sock.setsockopt(zmq.HEARTBEAT_TTL, timeout_ms)
 
 
-def serve(sock: zmq.Socket[Any], keys: ServerKeys) -> None:
-    """Make ``sock`` (before bind) a CURVE server admitting only the queue's readers."""
+def serve(sock: zmq.Socket[Any], keys: ServerKeys, domain: str) -> None:
+    """Make ``sock`` (before bind) a CURVE server admitting only the queue's readers
+    (ZAP ``domain``: ``keys.domain``, whose door closes after READY, or ``keys.ack_domain``)."""
     sock.setsockopt(zmq.CURVE_SERVER, 1)
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.server_secret)
-    sock.setsockopt(zmq.ZAP_DOMAIN, keys.domain.encode())
+    sock.setsockopt(zmq.ZAP_DOMAIN, domain.encode())
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_INBOUND_BYTES)
     sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
     _heartbeats(sock, keys.reader.heartbeat_timeout_ms)
