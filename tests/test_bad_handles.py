@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -166,6 +167,65 @@ def test_a_remote_reader_of_a_closed_queue_is_told_within_the_bound_with_no_time
     assert f"nothing accepts connections at {h.remote_subscribe_addr}: the writer closed the " \
         "queue or died" in str(exc), exc
     assert seconds < BOUND
+
+
+LATE_WHY = ("refused its connection: its handshake is over (READY went to the readers that "
+            "joined in time): a reader cannot join a running queue, nor attach as a rank "
+            "that is no reader or whose remote slot is taken")
+
+
+@pytest.mark.parametrize("rank", [-1, 1], ids=["rankless", "rank n_reader"])
+def test_a_remote_reader_after_the_handshake_is_refused_with_the_writer_idle(rank: int) -> None:
+    """n_reader=1, its remote rank 0 joined and READY sent; the writer then idles (no send,
+    no wait). A rankless reader, or rank 1 (== n_reader: no reader here, the one remote
+    slot taken), arriving now used to wait for READY until its timeout (forever with
+    None); now the writer's gate refuses its connection and it says so (timeout=None)."""
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        h = w.export_handle()
+        r = MessageQueue.create_from_handle(h, 0)
+        try:
+            ready = threading.Thread(target=r.wait_until_ready, args=(T,), daemon=True)
+            ready.start()
+            w.wait_until_ready(T)
+            ready.join(T)
+            exc, seconds = _error(lambda: _attach_and_wait(h, rank, None))
+        finally:
+            r.close()
+    assert isinstance(exc, BrokenPeerError), exc
+    who = "without a rank" if rank == -1 else f"rank {rank}"
+    assert str(exc) == (f"remote reader {who} (pid {os.getpid()}): the writer (pid "
+                        f"{h.writer_pid} on host {h.writer_host}) {LATE_WHY}"), exc
+    assert seconds < BOUND
+
+
+def test_the_ack_socket_still_admits_a_reader_after_ready() -> None:
+    """Only the frames' socket closes its door at READY: a reader counted then may complete
+    its acknowledgement connection later (under load it does; before, that connection
+    was refused and the writer waited for acks that never came)."""
+    from verifiedring.queue.curve import connect_as_reader
+
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        h = w.export_handle()
+        assert h.curve is not None and h.remote_ack_addr is not None
+        r = MessageQueue.create_from_handle(h, 0)
+        push: zmq.Socket[Any] = zmq.Context.instance().socket(zmq.PUSH)
+        try:
+            ready = threading.Thread(target=r.wait_until_ready, args=(T,), daemon=True)
+            ready.start()
+            w.wait_until_ready(T)
+            ready.join(T)
+            connect_as_reader(push, h.curve)
+            monitor = push.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+            push.connect(h.remote_ack_addr)
+            assert monitor.poll(int(T * 1000)), "no handshake event"
+            event = monitor.recv_multipart()
+            assert int.from_bytes(event[0][:2], "little") == zmq.EVENT_HANDSHAKE_SUCCEEDED
+            push.disable_monitor()
+            monitor.close(linger=0)
+        finally:
+            push.close(linger=0)
+            r.close()
 
 
 @pytest.mark.parametrize("keys", ["client", "server"])

@@ -13,6 +13,7 @@ SHUTDOWN, a BROKEN or a wake-up that raised) and :meth:`ReaderSide.cut_sleep`
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -129,6 +130,10 @@ class WriterSide(Cursor):
     #: What messages call each reader (by index), e.g. its rank, pid and host and
     #: whether it lives: ``str()`` of each, taken when a message is written.
     reader_names: list[object] | None = None
+    #: When each chunk was last published (monotonic seconds; 0: never), where its user
+    #: keeps them (the queue's ``LocalTransmitter``): a stall line says how long ago the
+    #: chunk a reader has not read was published.
+    published_at: list[float] | None = None
 
     def settle(self, i: int) -> bool:
         """After :meth:`publish` of chunk ``i`` raised: whether its WriterPublish store
@@ -179,7 +184,10 @@ class WriterSide(Cursor):
         unread = self.unread_by()
         names = self.reader_names
         who = "" if names is None else " (" + "; ".join(str(names[r]) for r in unread) + ")"
-        return f"readers {unread}{who} have not read it"
+        at = self.published_at
+        when = 0.0 if at is None else at[self.index]
+        ago = f", published {time.monotonic() - when:.1f} s ago" if when else ""
+        return f"readers {unread}{who} have not read it{ago}"
 
     def _describe_wait(self) -> str:
         return (

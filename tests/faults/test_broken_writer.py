@@ -55,16 +55,19 @@ def test_a_reader_killed_breaks_the_writer_and_the_survivor_is_told(
 def test_a_reader_that_reattaches_as_a_killed_rank_is_refused_at_once(channel: str) -> None:
     """Before, a remote one got the next message's frame where READY was due ("expected
     READY as the first message, got OVERFLOW seq 3"), or, the writer idle, waited for
-    READY until its timeout. Now the writer's welcome message (LATE) reaches it at the
-    writer's next send or wait; a local one finds the ring's name removed."""
+    READY until its timeout. Now the writer's gate refuses its connection (the
+    handshake is over), writer idle or not; a local one finds the ring's name removed."""
     obs, run = run_case(killed_rank_reattached, channel)
     again = obs["again"]
     assert again is not None and again[0] == "error", obs
     kind, message, seconds = again[1], again[2], again[3]
     assert kind == "BrokenPeerError", again
     if channel == "remote":
-        assert "it subscribed after the writer (pid " in message
-        assert "nor re-attach as a rank that left it" in message
+        assert message.startswith("remote reader rank 1 (pid "), message
+        assert message.endswith(
+            f" on host {HOST}) refused its connection: its handshake is over (READY went to "
+            "the readers that joined in time): a reader cannot join a running queue, nor "
+            "attach as a rank that is no reader or whose remote slot is taken"), message
     else:
         assert "does not exist" in message and "once every reader had attached" in message
     assert seconds < TOLD_BOUND, again

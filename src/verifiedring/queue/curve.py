@@ -11,8 +11,11 @@ a handshake. Keys are never logged and never in a repr.
 
 libzmq admits every CURVE client unless a ZAP handler says otherwise; one
 handler (pyzmq's :class:`zmq.auth.thread.ThreadAuthenticator`) serves the
-process's context, and each writer registers its own ZAP domain with the one
-client key it admits.
+process's context, and each writer registers its own ZAP domains (the frames'
+socket's and the acknowledgements') with the one client key it admits. Once READY is
+sent the frames' door closes (:meth:`_Gate.close_door`): a reader that connects after
+the handshake is denied with :data:`LATE_STATUS`, which it names at once, the writer
+idle or not; the acknowledgements' door stays open for the readers counted at READY.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ class ServerKeys:
     reader: CurveKeys = field(repr=False)
     domain: str
 
+    @property
+    def ack_domain(self) -> str:
+        """The acknowledgement socket's ZAP domain: its door stays open after READY (a
+        reader subscribed in time may complete its ack connection after it)."""
+        return self.domain + "/ack"
+
 
 def new_keys(heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT) -> ServerKeys:
     """Fresh key pairs for one queue, whose connections time out after
@@ -86,28 +95,68 @@ class _AdmitOne:
         return secrets.compare_digest(key, self._key)
 
 
+#: A ZAP denial's status text and code when the writer's handshake is over: libzmq hands
+#: the code to the refused reader (its monitor's ``HANDSHAKE_FAILED_AUTH`` value), so it
+#: tells "too late" from a wrong key (400). Not 300: libzmq closes a connection denied
+#: with 300 without telling the client any code.
+LATE_TEXT = b"handshake over"
+LATE_STATUS = 500
+
+
+class _Late:
+    """A closed door: the queue's handshake is over, no connection is admitted."""
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return False
+
+
+class _Authenticator(zmq.auth.thread.ThreadAuthenticator):
+    """pyzmq's, denying a closed door's connections with :data:`LATE_STATUS`."""
+
+    async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, bytes]:
+        if isinstance(self.credentials_providers.get(domain), _Late):
+            return False, LATE_TEXT
+        return await super()._authenticate_curve(domain, client_key)
+
+    def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes,
+                        user_id: str = "anonymous") -> None:
+        if status_text == LATE_TEXT:
+            status_code = str(LATE_STATUS).encode()
+        super()._send_zap_reply(request_id, status_code, status_text, user_id)
+
+
 class _Gate:
     """The process's one ZAP handler (restarted in a forked child)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._auth: zmq.auth.thread.ThreadAuthenticator | None = None
+        self._auth: _Authenticator | None = None
         self._pid = 0
 
     def admit(self, ctx: zmq.Context[Any], keys: ServerKeys) -> None:
         with self._lock:
             if self._auth is None or self._pid != os.getpid():
-                self._auth = zmq.auth.thread.ThreadAuthenticator(ctx)
+                self._auth = _Authenticator(ctx)
                 self._auth.start()
                 self._pid = os.getpid()
-            self._auth.configure_curve_callback(
-                keys.domain, credentials_provider=_AdmitOne(keys.reader.client_public)
-            )
+            for domain in (keys.domain, keys.ack_domain):
+                self._auth.configure_curve_callback(
+                    domain, credentials_provider=_AdmitOne(keys.reader.client_public)
+                )
+
+    def close_door(self, keys: ServerKeys) -> None:
+        """The queue's handshake is over: refuse every connection from now on (the ones
+        made stay), each with :data:`LATE_STATUS`, which the refused reader sees at once,
+        whatever the writer is doing; a plain store the ZAP thread reads."""
+        with self._lock:
+            if self._auth is not None and self._pid == os.getpid():
+                self._auth.credentials_providers[keys.domain] = _Late()
 
     def revoke(self, keys: ServerKeys) -> None:
         with self._lock:
             if self._auth is not None and self._pid == os.getpid():
                 self._auth.credentials_providers.pop(keys.domain, None)
+                self._auth.credentials_providers.pop(keys.ack_domain, None)
 
 
 GATE = _Gate()
@@ -119,11 +168,12 @@ def _heartbeats(sock: zmq.Socket[Any], timeout_ms: int) -> None:
     sock.setsockopt(zmq.HEARTBEAT_TTL, timeout_ms)
 
 
-def serve(sock: zmq.Socket[Any], keys: ServerKeys) -> None:
-    """Make ``sock`` (before bind) a CURVE server admitting only the queue's readers."""
+def serve(sock: zmq.Socket[Any], keys: ServerKeys, domain: str) -> None:
+    """Make ``sock`` (before bind) a CURVE server admitting only the queue's readers
+    (ZAP ``domain``: ``keys.domain``, whose door closes after READY, or ``keys.ack_domain``)."""
     sock.setsockopt(zmq.CURVE_SERVER, 1)
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.server_secret)
-    sock.setsockopt(zmq.ZAP_DOMAIN, keys.domain.encode())
+    sock.setsockopt(zmq.ZAP_DOMAIN, domain.encode())
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_INBOUND_BYTES)
     sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
     _heartbeats(sock, keys.reader.heartbeat_timeout_ms)

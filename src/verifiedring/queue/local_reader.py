@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable
+from time import monotonic
 from typing import Any, ClassVar
 
 import zmq
@@ -24,6 +25,7 @@ from ..shm import SHM_DIR
 from ..steps import READER_TAKE_CHUNK, QueueObserver
 from ..waiting import Deadline, StallLog, wait_for
 from . import wire
+from .ages import took
 from .flavors.overflow import OverflowReader
 from .flavors.run.reader import NOT_DECODED, RunReceiver
 from .handle import Handle, check_ipc, check_tag
@@ -107,6 +109,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         held = cursor.holding and self._held_unread()
         if not held and not cursor.poll():
             self._wait_ring(deadline, poll)
+        self._took_at = monotonic()  # its chunk is there: before the step
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
@@ -270,7 +273,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
     def _describe_ring_wait(self) -> str:
         c, alive = self._cursor, self._writer_lost() or "its process holds the ring"
         return (f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
-                f"({c.flag_state()}) from {self._writer}, {alive}")
+                f"({c.flag_state()}) from {self._writer}, {alive}{took(self._took_at)}")
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
         c = self._cursor

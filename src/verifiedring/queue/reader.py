@@ -22,6 +22,7 @@ from ..steps import (
 )
 from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
+from .ages import took
 from .curve import CurveKeys
 from .handle import Handle
 from .lifecycle import ReaderState
@@ -55,6 +56,8 @@ class QueueReader(ReaderOutcomes, MessageQueue):
     channel: str  # "local" or "remote", for messages
     #: The tensor arena's reader half (a local reader of a queue with one).
     _arena: ArenaReader | None = None
+    #: When its last message was there to take (monotonic; 0: none yet): its stall line.
+    _took_at = 0.0
     _opening: ClassVar[enum.Enum] = ReaderState.INIT
     _closed_state: ClassVar[enum.Enum] = ReaderState.CLOSED
     #: The states a dequeue goes on from (besides IDLE): this role's unfinished steps.
@@ -207,7 +210,7 @@ class QueueReader(ReaderOutcomes, MessageQueue):
 
     def _recv(self, sock: zmq.Socket[Any], deadline: Deadline, what: str) -> list[zmq.Frame]:
         def describe() -> str:
-            return f"{self._who()} waits for {what} from {self._writer}"
+            return f"{self._who()} waits for {what} from {self._writer}{took(self._took_at)}"
 
         def timed_out(waited: float) -> RingTimeoutError:
             return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "

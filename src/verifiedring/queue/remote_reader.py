@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sized
+from time import monotonic
 from typing import Any
 
 import zmq
@@ -13,6 +14,7 @@ from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_BROKEN, REMOTE_SEE_SHUTDOWN, Q
 from ..waiting import Deadline
 from . import wire
 from .credit import ack_interval
+from .curve import LATE_STATUS
 from .handle import Handle, check_tag, remote_part
 from .lifecycle import ReaderState
 from .reader import QueueReader, subscribe
@@ -74,6 +76,7 @@ class RemoteReader(QueueReader):
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         frames = self._next_frames(deadline)
+        self._took_at = monotonic()  # its frame is here: before the step
         header = self._parse_header(frames[0])
         kind, seq = header[0], header[1]
         obs = self._observer
@@ -163,6 +166,9 @@ class RemoteReader(QueueReader):
         frames. Before READY, it is gone while the connection stays closed (a
         reconnect within the reader's grace loses nothing: no frame was sent yet)."""
         while (event := pending_frames(self._monitor)) is not None:
+            if _event_id(event) == zmq.EVENT_HANDSHAKE_FAILED_AUTH and \
+                    _event_value(event) == LATE_STATUS:
+                raise self._refused_late()
             failed = _HANDSHAKE_FAILED.get(_event_id(event))
             if failed is not None:
                 raise self._refused_keys(failed)
@@ -181,6 +187,14 @@ class RemoteReader(QueueReader):
             bound = "" if curve is None else f"; heartbeat timeout {curve.heartbeat_timeout_ms} ms"
             return f"the connection to it closed{bound}"
         return None
+
+    def _refused_late(self) -> BrokenPeerError:
+        """The writer's gate refused the connection: its handshake was over."""
+        why = (f"{self._writer} refused its connection: its handshake is over (READY went "
+               "to the readers that joined in time): a reader cannot join a running queue, "
+               "nor attach as a rank that is no reader or whose remote slot is taken")
+        self._stop(ReaderState.BROKEN, why)
+        return BrokenPeerError(f"{self._who()}: {why}")
 
     def _refused_keys(self, how: str) -> BrokenPeerError:
         """The CURVE handshake failed: the writer is there and refused this reader's
@@ -217,3 +231,9 @@ def _event_id(event: list[zmq.Frame]) -> int:
     """The event of a socket monitor's message (its first frame: a 16-bit id, then a
     32-bit value)."""
     return int.from_bytes(event[0].bytes[:2], "little")
+
+
+def _event_value(event: list[zmq.Frame]) -> int:
+    """The 32-bit value of a socket monitor's message (a ZAP status code for an
+    authentication failure)."""
+    return int.from_bytes(event[0].bytes[2:6], "little")

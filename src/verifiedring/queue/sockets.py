@@ -300,10 +300,13 @@ class LocalEndpoint:
         self.remove_directory()
 
 
-def _serve_tcp(sock: zmq.Socket[Any], ip: str, keys: ServerKeys) -> tuple[zmq.Socket[Any], str]:
-    """Make ``sock`` a CURVE server and bind it on ``ip``; closed again if that fails."""
+def _serve_tcp(
+    sock: zmq.Socket[Any], ip: str, keys: ServerKeys, domain: str
+) -> tuple[zmq.Socket[Any], str]:
+    """Make ``sock`` a CURVE server (ZAP ``domain``) and bind it on ``ip``; closed again
+    if that fails."""
     try:
-        serve(sock, keys)
+        serve(sock, keys, domain)
         return sock, bind_tcp(sock, ip)
     except BaseException:
         sock.close(linger=0)
@@ -313,13 +316,14 @@ def _serve_tcp(sock: zmq.Socket[Any], ip: str, keys: ServerKeys) -> tuple[zmq.So
 def remote_xpub(
     ctx: zmq.Context[Any], ip: str, hwm: int, keys: ServerKeys
 ) -> tuple[zmq.Socket[Any], str]:
-    return _serve_tcp(_xpub(ctx, hwm), ip, keys)
+    return _serve_tcp(_xpub(ctx, hwm), ip, keys, keys.domain)
 
 
 def ack_pull(ctx: zmq.Context[Any], ip: str, keys: ServerKeys) -> tuple[zmq.Socket[Any], str]:
     sock: zmq.Socket[Any] = ctx.socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, 0)  # acks are bounded by the protocol (one per interval)
-    return _serve_tcp(sock, ip, keys)
+    # its own ZAP domain, never closed: a reader counted at READY may connect it later
+    return _serve_tcp(sock, ip, keys, keys.ack_domain)
 
 
 def subscriber(

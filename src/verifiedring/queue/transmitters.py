@@ -14,6 +14,7 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 import zmq
@@ -101,6 +102,8 @@ class LocalTransmitter:
             ring.close()
             raise
         self.ring = ring
+        #: When each chunk was last published, for the writer's stall line (not shared).
+        self.cursor.published_at = self.published_at = [0.0] * layout.max_chunks
         self._fits = layout.fits
         self.observer = observer
         #: The run flavor (``large_objects="stream"``), else overflow frames; and the
@@ -163,6 +166,7 @@ class LocalTransmitter:
             else:
                 _encode_chunk(chunk, seq, p, inline)
             cursor.publish()
+            self.published_at[i] = monotonic()  # a cut here: as one at publish's return
         except BaseException:
             if cursor.holding:  # encoding raised, or publish() was interrupted at its start
                 cursor.abort()
@@ -233,3 +237,7 @@ class RemoteTransmitter:
         self.socket.close(linger=linger_ms)
         self.credit.close()
         GATE.revoke(self.keys)
+
+    def close_door(self) -> None:
+        """After READY: a reader connecting from now on is refused at once, and told why."""
+        GATE.close_door(self.keys)

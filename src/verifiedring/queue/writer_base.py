@@ -193,6 +193,7 @@ class WriterBase(MessageQueue):
             self._local.after_handshake([peers.stall_name(r) for r in self.local_reader_ranks])
         if self._remote is not None:
             self._remote.credit.start(set(peers.remote))
+            self._remote.close_door()  # a later reader is refused at connect, writer idle or not
         self._shutdown_owed = True
         self._state = WriterState.CHUNK
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from time import monotonic
 from typing import Any, Protocol
 
 from ....errors import MisuseError
@@ -142,6 +143,9 @@ class RunWriter:
         i = cursor.index
         try:
             cursor.publish()
+            at = cursor.published_at
+            if at is not None:  # the queue keeps it: its writer's stall line
+                at[i] = monotonic()
         except BaseException:
             if cursor.settle(i):
                 self._passed()
