@@ -161,6 +161,13 @@ WRITER_INTERRUPTED_BEFORE_PUBLISH: Final = "WriterInterruptedBeforePublish"  # c
 WRITER_INTERRUPTED_IN_TELL: Final = "WriterInterruptedInTell"  # BROKEN stays owed
 READER_INTERRUPTED: Final = "ReaderInterrupted"  # a consumed message's outcome is owed
 READER_PAY_OWED: Final = "ReaderPayOwed"  # the next dequeue returns or raises what is owed
+#: The steps above that no observer sees: their ``# spec:`` sites sit inside other steps'
+#: functions and start no step of their own.
+UNOBSERVED_STEPS: Final = frozenset({
+    WRITER_INTERRUPTED_IN_RUN, WRITER_SETTLE_RUN, WRITER_WITHDRAW_RUN,
+    WRITER_INTERRUPTED_BEFORE_PUBLISH, WRITER_INTERRUPTED_IN_TELL, READER_INTERRUPTED,
+    READER_PAY_OWED,
+})
 
 QUEUE_STEPS: Final = (
     WRITER_HANDSHAKE,

@@ -35,6 +35,7 @@ from types import CodeType
 from ..steps import (
     READER_POLL_READ_FLAG,
     READER_POLL_WRITTEN,
+    UNOBSERVED_STEPS,
     WRITER_POLL_READ_FLAG,
     WRITER_POLL_WRITTEN,
 )
@@ -83,13 +84,15 @@ class Ended:
 @functools.cache
 def site_action(code: CodeType) -> str:
     """The action of the one ``# spec:`` comment in the function of ``code`` (UNNAMED if
-    it has none or several): the step that function's ``begin`` starts."""
+    it has none or several), those of steps no observer sees aside
+    (:data:`~verifiedring.steps.UNOBSERVED_STEPS`): the step that function's ``begin``
+    starts."""
     last = max(line for _, _, line in code.co_lines() if line is not None)
     names = {
         m.group(1)
         for n in range(code.co_firstlineno, last + 1)
         if (m := _SPEC.search(linecache.getline(code.co_filename, n)))
-    }
+    } - UNOBSERVED_STEPS
     return names.pop() if len(names) == 1 else UNNAMED
 
 
