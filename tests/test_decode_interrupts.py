@@ -20,6 +20,7 @@ from support.signals import Interrupt, sigusr1  # noqa: F401 (a fixture, used by
 
 from verifiedring import BrokenPeerError, DecodeError, MessageQueue
 from verifiedring.queue.lifecycle import ReaderState
+from verifiedring.testing import faults
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
@@ -83,7 +84,7 @@ def test_a_sequence_mismatch_breaks_the_reader_for_good(
     and raised a new mismatch."""
     w, local, remote = queue
     w.enqueue("a", timeout=T)
-    w._seq = 5  # a writer that skipped numbers (a defect)
+    faults.skip_to_seq(w, 5)  # a writer that skipped numbers (a defect)
     w.enqueue("b", timeout=T)
     w.enqueue("c", timeout=T)
     for r in (local, remote):

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from support.overflow_steps import LOOK, RING_WAIT, RingGate, WedgedSubscriber
 from support.step_machine import READER, StepActors
+from support.transitions import assert_writer_moves_in_next
 from support.unpicklable import FailsToLoad
 from test_queue_stateful import _check_floors, _settings, encoded
 
@@ -300,6 +301,11 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
         self._grant(READER, READER_TOLD, READER_TOLD)
 
     # -- the spec's invariants, on what the ends did -----------------------------------
+
+    @invariant()
+    def WriterMovesInNextInv(self) -> None:
+        """Every state move the writer took is a move of the spec's ``Next``."""
+        assert_writer_moves_in_next(self.writer)
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:

@@ -35,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.transitions import assert_writer_moves_in_next
 from support.unpicklable import FailsToLoad, Unpicklable
 
 from verifiedring import (
@@ -298,6 +299,11 @@ class QueueMachine(RuleBasedStateMachine):
         self.remote_got.append(self.sent[i])
 
     # --- the spec's invariants, on the real ends -------------------------------------
+
+    @invariant()
+    def WriterMovesInNextInv(self) -> None:
+        """Every state move the writer took is a move of the spec's ``Next``."""
+        assert_writer_moves_in_next(self.writer)
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:
@@ -582,6 +588,11 @@ class RunMachine(RuleBasedStateMachine):
         assert want == ("ok", encoded(obj)), f"message {self.got - 1} differs"
 
     # --- the spec's invariants, on the real ends -------------------------------------
+
+    @invariant()
+    def WriterMovesInNextInv(self) -> None:
+        """Every state move the writer took is a move of the spec's ``Next``."""
+        assert_writer_moves_in_next(self.writer)
 
     @invariant()
     def RunIntactInv(self) -> None:

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from support.step_machine import READER, StepActors
+from support.transitions import assert_writer_moves_in_next
 from support.unpicklable import FailsToLoad, Unpicklable
 from test_queue_stateful import _check_floors, _settings
 
@@ -244,6 +245,11 @@ class RunStepMachine(StepActors, RuleBasedStateMachine):
         self._grant(READER, READER_RELEASE_RUN_CHUNK)
 
     # -- the spec's invariants, on what the ends did -----------------------------------
+
+    @invariant()
+    def WriterMovesInNextInv(self) -> None:
+        """Every state move the writer took is a move of the spec's ``Next``."""
+        assert_writer_moves_in_next(self.writer)
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:

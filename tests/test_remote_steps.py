@@ -23,6 +23,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from support.step_machine import READER, PollsSeen, StepActors
+from support.transitions import assert_writer_moves_in_next
 from support.unpicklable import FailsToLoad
 from test_queue_stateful import _check_floors, _settings, encoded
 
@@ -304,6 +305,11 @@ class RemoteStepMachine(StepActors, RuleBasedStateMachine):
         assert self.ended_with is not None and want in self.ended_with[1], self.ended_with
 
     # -- the spec's invariants, on what the ends did -----------------------------------
+
+    @invariant()
+    def WriterMovesInNextInv(self) -> None:
+        """Every state move the writer took is a move of the spec's ``Next``."""
+        assert_writer_moves_in_next(self.writer)
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:

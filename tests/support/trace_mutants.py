@@ -20,6 +20,7 @@ from typing import Any
 from verifiedring.cursors import ReaderCursor, WriterCursor
 from verifiedring.queue import local_reader
 from verifiedring.queue.writer import QueueWriter
+from verifiedring.testing import faults
 
 
 def patched(name: str, cls: type[Any], method: str, *patches: tuple[str, str]) -> type[Any]:
@@ -170,8 +171,8 @@ class ReusesSeq(QueueWriter):
 
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         super().enqueue(obj, timeout)
-        if self._seq == 5:
-            self._seq = 4
+        if faults.next_seq(self) == 5:
+            faults.skip_to_seq(self, 4)
 
 
 #: name -> ``QueueRunConfig`` keywords that put the bug into the traced run

@@ -9,7 +9,7 @@ on it). A state that refuses calls carries the error it raises
 from __future__ import annotations
 
 import enum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import BrokenPeerError, ClosedError, MisuseError
 
@@ -99,18 +99,102 @@ class Lifecycle(Generic[S]):
 
     def enter(self, state: S, why: str = "") -> None:
         """Move to ``state`` (a reason replaces the last one; none keeps it)."""
-        seen = self.seen
-        if seen is not None:
-            pair = (self.state, state)
-            if pair not in self._allowed and pair[0] is not pair[1]:
-                raise AssertionError(
-                    f"{pair[0].name} -> {pair[1].name} is not a transition of the spec's Next"
-                )
-            seen.add(pair)
+        if self.seen is not None:
+            self._check(state)
         self.state = state
         if why:
             self.why = why
 
+    def _check(self, state: S) -> None:
+        """Watched: refuse a move to ``state`` that is not in the table, else record it
+        (before any store of the move: a raise here leaves nothing changed)."""
+        seen = self.seen
+        assert seen is not None
+        pair = (self.state, state)
+        if pair not in self._allowed and pair[0] is not pair[1]:
+            raise AssertionError(
+                f"{pair[0].name} -> {pair[1].name} is not a transition of the spec's Next"
+            )
+        seen.add(pair)
+
     def advance(self, seq: int) -> None:
         """The next message carries ``seq`` (a publish, a take or a skip used ``seq - 1``)."""
         self.seq = seq
+
+
+_W = WriterState
+#: The writer's moves: the (from, to) pairs of ``wpc`` in ``MessageQueue.tla``'s ``Next``,
+#: each with its action, and the code's own (its CLOSED, a close() mid-run).
+WRITER_TRANSITIONS: frozenset[tuple[WriterState, WriterState]] = frozenset((
+    (_W.HANDSHAKE, _W.CHUNK),  # WriterHandshake
+    (_W.CHUNK, _W.LOCAL),  # WriterPublishChunk: an overflow marker, its frame due
+    (_W.CHUNK, _W.REMOTE),  # WriterPublishChunk: remote readers' frame due
+    (_W.CHUNK, _W.RUN),  # WriterPublishRunChunk: FIRST (the code: from the pickling on)
+    (_W.RUN, _W.CHUNK),  # WriterPublishRunChunk's LAST, WriterAbortRun: Finish
+    (_W.RUN, _W.REMOTE),  # WriterPublishRunChunk's LAST, remote readers' frame due
+    (_W.RUN, _W.REMOTE_ABORT),  # WriterAbortRun: the ABORT frame due
+    (_W.LOCAL, _W.REMOTE),  # WriterSendLocalFrame: remote readers' frame due
+    (_W.LOCAL, _W.CHUNK),  # WriterSendLocalFrame: Finish
+    (_W.REMOTE, _W.CHUNK),  # WriterSendRemoteFrame: Finish
+    (_W.REMOTE_ABORT, _W.CHUNK),  # WriterSendRemoteFrame (the ABORT frame): Finish
+    (_W.LOCAL, _W.BROKEN),  # WriterSendFails, WriterReaderLeft
+    (_W.REMOTE, _W.BROKEN),  # WriterSendFails, WriterReaderLeft
+    (_W.REMOTE_ABORT, _W.BROKEN),  # WriterSendFails, WriterReaderLeft
+    (_W.CHUNK, _W.BROKEN),  # WriterReaderLeft, WriterInterruptedAfterPublish (frames due)
+    (_W.RUN, _W.BROKEN),  # WriterReaderLeft, WriterInterruptedAfterPublish (frames due)
+    (_W.HANDSHAKE, _W.BROKEN),  # the code's: READY's send failed (WriterSendFails)
+    (_W.CHUNK, _W.SHUT),  # WriterShutdown
+    (_W.RUN, _W.SHUT),  # the code's: close() found a run it could not abort in time
+    # (WriterTellBroken: the spec's "told" is the code's BROKEN, a self-move)
+    *((s, _W.CLOSED) for s in WriterState),  # the code's: close()
+))
+
+#: The states in which the readers hear of a break: after READY, before SHUTDOWN.
+_TOLD_OF_BREAKS = frozenset((_W.CHUNK, _W.RUN, _W.LOCAL, _W.REMOTE, _W.REMOTE_ABORT))
+
+
+class WriterLifecycle(Lifecycle[WriterState]):
+    """The writer's: its ``wpc``, reason and next sequence number, and what its readers
+    are owed until it is sent (recorded with the state that owes it, cleared once
+    sent): an interrupt that cuts the telling leaves it for the next refusal or
+    ``close()`` to send. SHUTDOWN from READY on; a BROKEN's frame. Each method's
+    stores run with no call between them (its check, watched, comes first). Where
+    the next sequence number follows a publish store, or a break, the writer stores
+    ``seq`` plainly: a call there would be one more point for an interrupt to land
+    between the message going out and its number being used up."""
+
+    __slots__ = ("broken_owed", "shutdown_owed")
+
+    def __init__(self, why: str) -> None:
+        super().__init__(WriterState.HANDSHAKE, WRITER_TRANSITIONS)
+        self.why = why
+        self.shutdown_owed = False
+        # Invariant: the BROKEN frame the readers are owed (None: none is)
+        self.broken_owed: list[Any] | None = None
+
+    def ready(self) -> None:
+        """READY is out: at CHUNK, SHUTDOWN owed from now on."""
+        if self.seen is not None:
+            self._check(_W.CHUNK)
+        self.shutdown_owed = True
+        self.state = _W.CHUNK
+
+    def finish(self, seq: int) -> None:
+        """The spec's ``Finish``: the call's message is out, the next carries ``seq``."""
+        if self.seen is not None:
+            self._check(_W.CHUNK)
+        self.state = _W.CHUNK
+        self.seq = seq
+
+    def broke(self, why: str, frame: list[Any]) -> bool:
+        """Broken for good; true when the readers are to be told (they are past READY and
+        not told SHUTDOWN): ``frame``, the BROKEN owed, is recorded with the state."""
+        told = self.state in _TOLD_OF_BREAKS
+        if self.seen is not None:
+            self._check(_W.BROKEN)
+        if told:
+            self.broken_owed = frame
+            self.shutdown_owed = False
+        self.state = _W.BROKEN
+        self.why = why
+        return told

@@ -252,13 +252,13 @@ class MessageQueue:
         each reader waits for READY. Idempotent once it has returned."""
         if self._closed:
             self._refuse()
-        if self._state is not self._opening:
+        if self.state is not self._opening:
             return
         self._handshake(Deadline.after(timeout))
 
     @property
     def _handshaken(self) -> bool:
-        return self._state is not self._opening
+        return self.state is not self._opening
 
     def _handshake(self, deadline: Deadline) -> None:
         """This role's side of the READY handshake; it leaves the opening state."""

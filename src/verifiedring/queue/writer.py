@@ -135,23 +135,24 @@ class QueueWriter(WriterEnd):
         self._busy = True
         try:
             # at CHUNK, the hot path (untimed: no call); else a due abort first, or a refusal
-            if self._state is not _CHUNK:
+            life = self._life
+            if life.state is not _CHUNK:
                 deadline = self._settle(timeout)
             elif timeout is None:
                 deadline = FOREVER
             else:
                 deadline = _after(timeout)
-            seq = self._seq
+            seq = life.seq
             streaming = self._streaming
             if streaming is None:
                 p = self._dumps(obj)
             else:
-                self._state = _RUN
+                life.enter(_RUN)
                 try:
                     streamed = self._stream(streaming, obj, seq, deadline)
                 finally:
-                    if self._state is _RUN and not streaming.active:
-                        self._state = _CHUNK
+                    if life.state is _RUN and not streaming.active:
+                        life.enter(_CHUNK)
                 if streamed is None:
                     return
                 p = streamed
@@ -186,7 +187,7 @@ class QueueWriter(WriterEnd):
             except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
                 self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
                 raise
-        self._seq = seq + 1
+        self._life.seq = seq + 1  # plain: no call between the publish and it
 
     def _stream(
         self, runs: RunSender, obj: Any, seq: int, deadline: Deadline
@@ -205,7 +206,7 @@ class QueueWriter(WriterEnd):
                 self._published_then_interrupted(exc, seq, True, None)
             raise
         if p is None:
-            self._seq = seq + 1
+            self._life.seq = seq + 1  # plain: no call between the run's LAST and it
         return p
 
     def _send_frames(
@@ -213,14 +214,14 @@ class QueueWriter(WriterEnd):
     ) -> None:
         """Message ``seq``'s frames, after its chunk: the marker's on the local socket,
         then the remote one. Interrupted, the writer is broken (the caller's)."""
-        local = self._local
+        local, life = self._local, self._life
         if overflow and local is not None:
-            self._state = WriterState.LOCAL
+            life.enter(WriterState.LOCAL)
             self._send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
         if remote is not None:
-            self._state = WriterState.REMOTE
+            life.enter(WriterState.REMOTE)
             self._send(remote.send, parts, f"remote frame seq {seq}", seq)
-        self._state = _CHUNK
+        life.enter(_CHUNK)
 
     @contextlib.contextmanager
     def acquire_write(self, timeout: float | None = None) -> Iterator[memoryview]:
@@ -237,8 +238,9 @@ class QueueWriter(WriterEnd):
             raise self._conflict("acquire_write()")
         self._busy = True
         try:
-            deadline = _after(timeout) if self._state is _CHUNK else self._settle(timeout)
-            seq = self._seq
+            life = self._life
+            deadline = _after(timeout) if life.state is _CHUNK else self._settle(timeout)
+            seq = life.seq
             remote = self._remote
             if remote is not None and remote.credit.needs_check(seq):
                 remote.credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
@@ -260,7 +262,7 @@ class QueueWriter(WriterEnd):
                 except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
                     self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
                     raise
-            self._seq = seq + 1
+            life.seq = seq + 1  # plain: no call between the publish and it
         finally:
             self._busy = False
 
@@ -295,7 +297,7 @@ class QueueWriter(WriterEnd):
         """The deadline of a call made while not at CHUNK: a run left mid-way is
         aborted first (a timeout leaves the abort due); any other state refuses."""
         runs = self._runs
-        if self._state is not _RUN or runs is None:
+        if self._life.state is not _RUN or runs is None:
             self._refuse()
         deadline = Deadline.after(timeout)
         if runs.active:
@@ -305,5 +307,5 @@ class QueueWriter(WriterEnd):
                 if self._local is not None:
                     raise self._ring_stalled(self._local, runs.run.seq, exc) from None
                 raise
-        self._state = _CHUNK
+        self._life.enter(_CHUNK)
         return deadline

@@ -34,7 +34,7 @@ from . import wire
 from .flavors.arena import ArenaOptions, arena_writer
 from .flavors.run.writer import RunSender
 from .handle import Handle, ring_tag
-from .lifecycle import WriterState
+from .lifecycle import WriterLifecycle, WriterState, refusal
 from .message_queue import MessageQueue
 from .peers import Peers
 from .serialization import Serializer
@@ -42,12 +42,6 @@ from .sockets import Signer, new_key, send_now, welcome
 from .transmitters import LocalTransmitter, RemoteOptions, RemoteTransmitter
 
 logger = logging.getLogger("verifiedring")
-
-#: The states in which the readers hear of a break: after READY, before SHUTDOWN.
-_TOLD_OF_BREAKS = frozenset((
-    WriterState.CHUNK, WriterState.RUN, WriterState.LOCAL, WriterState.REMOTE,
-    WriterState.REMOTE_ABORT,
-))
 
 #: A channel's send: ``(parts, what, seq, observer)``.
 Send = Callable[[list[Any], str, int, "QueueObserver | None"], None]
@@ -72,13 +66,11 @@ class WriterBase(MessageQueue):
         self._signer = Signer(self._key)
         self._linger_ms = remote.linger_ms
         self._serializer = Serializer()
-        # Invariant: the sequence number of the next message (every one below was sent).
-        self._seq = 0
-        # What the readers are owed until it is sent (recorded before the state that
-        # owes it, cleared once sent): an interrupt that cuts the telling leaves it for
-        # the next refusal or close() to send. SHUTDOWN from READY on; BROKEN's frame.
-        self._shutdown_owed = False
-        self._broken_owed: list[Any] | None = None
+        #: The writer's state, reason, next sequence number and what its readers are
+        #: owed: every change of them goes through it (checked once watched).
+        self._life = WriterLifecycle("call wait_until_ready() before enqueue()")
+        if self._observer is not None:
+            self._life.watch()
         self._open()
         n_remote = self.n_reader - self.n_local_reader
         self._local: LocalTransmitter | None = None
@@ -114,7 +106,7 @@ class WriterBase(MessageQueue):
                     local.cursor, self._observer, owner, layout.fits, spill
                 )
             if arena is not None:
-                local.arena = arena_writer(self.n_local_reader, arena, self)
+                local.arena = arena_writer(self.n_local_reader, arena, self._life)
                 self._serializer = Serializer(arena=local.arena)
         except BaseException:
             local.close(0)
@@ -194,8 +186,7 @@ class WriterBase(MessageQueue):
         if self._remote is not None:
             self._remote.credit.start(set(peers.remote))
             self._remote.close_door()  # a later reader is refused at connect, writer idle or not
-        self._shutdown_owed = True
-        self._state = WriterState.CHUNK
+        self._life.ready()
 
     def _send(self, send: Send, parts: list[Any], what: str, seq: int) -> None:
         """One channel's send of message ``seq`` (-1: a control message, its caller's
@@ -228,18 +219,13 @@ class WriterBase(MessageQueue):
             if obs is not None:
                 obs.begin(WRITER_ACTOR)
                 # spec: WriterReaderLeft -- a reader's connection closed: broken for good
-                obs.end(WRITER_ACTOR, WRITER_READER_LEFT, self._seq)
+                obs.end(WRITER_ACTOR, WRITER_READER_LEFT, self._life.seq)
             self._break(f"broken since a reader left: {exc}")
             raise
 
     def _break(self, why: str) -> None:
         """Broken for good; readers past READY are told (:meth:`_tell_broken`)."""
-        told = self._state in _TOLD_OF_BREAKS
-        if told:
-            self._broken_owed = wire.broken_frame(self._seq, why)
-            self._shutdown_owed = False
-        self._stop(WriterState.BROKEN, why)
-        if told:
+        if self._life.broke(why, wire.broken_frame(self._life.seq, why)):
             self._tell_broken()
 
     def _refuse(self) -> NoReturn:
@@ -249,10 +235,11 @@ class WriterBase(MessageQueue):
         for sock in self._peers.sockets():
             if not sock.closed:
                 sock.getsockopt(zmq.EVENTS)
+        life = self._life
         # spec: WriterInterruptedInTell -- a BROKEN whose telling was cut is still owed
-        if self._broken_owed is not None:  # an interrupt cut its telling: told now
+        if life.broken_owed is not None:  # an interrupt cut its telling: told now
             self._tell_broken()
-        super()._refuse()
+        raise refusal(life.state, self._who(), life.why)
 
     def _tell_broken(self) -> None:
         """The BROKEN owed (messages sent, why) on both sockets, after every frame sent
@@ -261,10 +248,11 @@ class WriterBase(MessageQueue):
         if obs is not None:
             obs.begin(WRITER_ACTOR)
         # spec: WriterTellBroken -- the survivors learn the queue is broken, and why
-        self._send_owed(self._broken_owed or [], "BROKEN")
-        self._broken_owed = None
+        life = self._life
+        self._send_owed(life.broken_owed or [], "BROKEN")
+        life.broken_owed = None
         if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, self._seq)
+            obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, life.seq)
 
     def _send_owed(self, parts: list[Any], what: str) -> None:
         """``parts`` on both sockets without waiting, then the local readers woken."""
@@ -272,7 +260,7 @@ class WriterBase(MessageQueue):
                            ("remote", None if self._remote is None else self._remote.socket)):
             if sock is not None and not send_now(sock, parts):
                 logger.warning("%s: the %s readers were not told %s (a pipe at its mark): %s",
-                               self._who(), side, what, self._why)
+                               self._who(), side, what, self._life.why)
         self._wake_local_readers()
 
     def _wake_local_readers(self) -> None:
@@ -285,7 +273,7 @@ class WriterBase(MessageQueue):
     def _break_interrupted(self, exc: BaseException, what: str, after: str) -> None:
         """``what`` raised (an interrupt too) after ``after``: its sequence number is
         out, so the writer is broken for good (unless it already is)."""
-        if self._state is not WriterState.BROKEN:
+        if self._life.state is not WriterState.BROKEN:
             self._break(
                 f"broken since {what} was interrupted ({type(exc).__name__}) after {after}"
             )

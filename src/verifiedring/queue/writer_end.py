@@ -10,6 +10,7 @@ has not acknowledged (:meth:`RemoteCredit.settle <.credit.RemoteCredit.settle>`)
 
 from __future__ import annotations
 
+import enum
 import logging
 
 from ..errors import RingTimeoutError
@@ -37,8 +38,9 @@ class WriterEnd(WriterBase):
         unused); one whose LAST or ABORT was out (only its bookkeeping cut) is over."""
         seq = run.seq
         run.settle()
+        life = self._life
         if not run.active and self._remote is None:  # its LAST or ABORT was out: seq used
-            self._seq = seq + 1
+            life.seq = seq + 1  # plain: no call between the catch-up and it
             return
         if run.part == 0:
             run.withdraw()
@@ -50,13 +52,13 @@ class WriterEnd(WriterBase):
                 if self._remote is not None:  # its ABORT frame is due: broken
                     self._break_interrupted(exc, f"aborting message seq {seq}",
                                             "its ABORT was published")
+                    life.seq = seq + 1
                 else:
-                    self._state = _CHUNK
-                self._seq = seq + 1
+                    life.finish(seq + 1)
             raise
         remote = self._remote
         if remote is not None:
-            self._state = WriterState.REMOTE_ABORT
+            life.enter(WriterState.REMOTE_ABORT)
             try:
                 self._send(
                     remote.send, wire.abort_frame(seq, reason), f"abort frame seq {seq}", seq
@@ -66,8 +68,7 @@ class WriterEnd(WriterBase):
                     exc, f"sending the abort frame of message seq {seq}", "its ABORT was published"
                 )
                 raise
-        self._seq = seq + 1
-        self._state = _CHUNK
+        life.finish(seq + 1)
 
     def _local_path_raised(
         self, exc: BaseException, seq: int, local: LocalTransmitter,
@@ -78,7 +79,7 @@ class WriterEnd(WriterBase):
         after its store is the stream's: ``QueueWriter._stream``.)"""
         runs = self._runs
         if runs is not None and runs.active:
-            self._state = _RUN
+            self._life.enter(_RUN)
         elif local.published[0] == seq:
             self._published_then_interrupted(exc, seq, local.published[1], remote)
 
@@ -93,9 +94,23 @@ class WriterEnd(WriterBase):
         # spec: WriterInterruptedAfterPublish -- the sequence number is never reused
         if remote is not None or not inline:
             self._break_interrupted(exc, f"publishing message seq {seq}", "its publish store")
-        self._seq = seq + 1
+        self._life.seq = seq + 1  # plain: no call between the break (if any) and it
 
     # --- the end ------------------------------------------------------------------------
+    @property
+    def state(self) -> WriterState:
+        """The writer's state (the spec's ``wpc``)."""
+        return self._life.state
+
+    def _stop(self, state: enum.Enum, why: str) -> None:
+        assert isinstance(state, WriterState)
+        self._life.enter(state, why)
+
+    def __repr__(self) -> str:
+        life = vars(self).get("_life")
+        if life is None:
+            return f"<{type(self).__name__} unopened>"
+        return f"<{type(self).__name__} {self._who()} seq {life.seq} {life.state.value}>"
 
     def shutdown(self) -> None:
         """vLLM's: set :attr:`shutting_down`, at any time (idempotent). Nothing is sent
@@ -108,7 +123,8 @@ class WriterEnd(WriterBase):
         """SHUTDOWN(total) on both sockets, after the last message (a run left
         unfinished is aborted first); nothing once the writer is broken or was never
         ready. Afterwards every call refuses (:class:`ClosedError`)."""
-        state = self._state
+        life = self._life
+        state = life.state
         if state is not _CHUNK and state is not _RUN:
             return  # before the handshake, told already or broken: nothing to tell
         runs = self._runs
@@ -119,15 +135,15 @@ class WriterEnd(WriterBase):
             except RingTimeoutError as exc:
                 logger.warning("%s: closed without aborting message seq %d mid-run: %s",
                                self._who(), runs.run.seq, exc)
-        self._stop(WriterState.SHUT, f"the queue was shut down after {self._seq} messages")
+        life.enter(WriterState.SHUT, f"the queue was shut down after {life.seq} messages")
         obs = self._observer
         if obs is not None:
             obs.begin(WRITER_ACTOR)
         # spec: WriterShutdown -- SHUTDOWN(total) on both sockets, after the last message
-        self._send_control([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
-        self._shutdown_owed = False
+        self._send_control([wire.control_header(wire.SHUTDOWN, life.seq)], "SHUTDOWN")
+        life.shutdown_owed = False
         if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, self._seq)
+            obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, life.seq)
         self._wake_local_readers()
 
     def _before_close(self) -> None:
@@ -135,25 +151,27 @@ class WriterEnd(WriterBase):
         queued frames die with this process, as the shared context is never terminated."""
         self._tell_readers()
         remote = self._remote
-        if remote is None or self._state is not WriterState.SHUT:
+        seq = self._life.seq
+        if remote is None or self._life.state is not WriterState.SHUT:
             return
         deadline = Deadline.after(self._linger_ms / 1000)
-        short = remote.credit.settle(self._seq, deadline, self._peers.remote_left)
+        short = remote.credit.settle(seq, deadline, self._peers.remote_left)
         if short:
             logger.warning(
                 "%s: closed after %.1f s with remote readers %s (rank: acknowledged count) "
                 "short of all %d messages; frames still queued for them are lost if this "
-                "process exits now", self._who(), self._linger_ms / 1000, short, self._seq,
+                "process exits now", self._who(), self._linger_ms / 1000, short, seq,
             )
 
     def _release(self) -> None:
         # close() cut before its SHUTDOWN (or a BROKEN) went out: sent now, before the
         # sockets close, so the readers learn the end, not only that the writer is gone
-        if self._broken_owed is not None:
+        life = self._life
+        if life.broken_owed is not None:
             self._tell_broken()
-        elif self._shutdown_owed:
-            self._shutdown_owed = False
-            self._send_owed([wire.control_header(wire.SHUTDOWN, self._seq)], "SHUTDOWN")
+        elif life.shutdown_owed:
+            life.shutdown_owed = False
+            self._send_owed([wire.control_header(wire.SHUTDOWN, life.seq)], "SHUTDOWN")
         if self._remote is not None:
             self._remote.close(self._linger_ms)
         if self._local is not None:

@@ -222,6 +222,26 @@ def look_at_socket_next(reader: MessageQueue) -> None:
     _local_reader(reader)._look_now()
 
 
+def next_seq(writer: MessageQueue) -> int:
+    """The sequence number the writer's next message carries."""
+    return _writer(writer)._life.seq
+
+
+def skip_to_seq(writer: MessageQueue, seq: int) -> None:
+    """Make the writer's next message carry ``seq`` (a writer that skipped or reused
+    numbers: a defect)."""
+    _writer(writer)._life.advance(seq)
+
+
+def writer_transitions(writer: MessageQueue) -> set[Any]:
+    """The (from, to) state moves the writer took since built with an observer (each is
+    checked against ``WRITER_TRANSITIONS`` as it is taken)."""
+    seen = _writer(writer)._life.seen
+    if seen is None:
+        raise MisuseError(f"{writer!r} was built without an observer: nothing is checked")
+    return seen
+
+
 def writer_run(writer: MessageQueue) -> Any:
     """The stream-mode writer's :class:`~..queue.flavors.run.writer.RunWriter`."""
     runs = _writer(writer)._runs

@@ -11,8 +11,6 @@ message's sequence number before it unpickles.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,22 +26,16 @@ class ArenaOptions:
 
 
 class Sequenced(Protocol):
-    """An end whose next message's sequence number is ``_seq``."""
+    """An end's lifecycle: its next message's sequence number is ``seq``."""
 
-    _seq: int
-
-
-def arena_writer(n_reader: int, options: ArenaOptions, writer: Sequenced) -> ArenaWriter:
-    """The writer's arena for ``n_reader`` local readers; it reads ``writer``'s next
-    sequence number through a weak reference (no cycle: ``mq = None`` frees it)."""
-    return ArenaWriter(n_reader, _next_seq_of(writer), options.slots, options.slot_bytes)
+    seq: int
 
 
-def _next_seq_of(writer: Sequenced) -> Callable[[], int]:
-    ref = weakref.ref(writer)
+def arena_writer(n_reader: int, options: ArenaOptions, life: Sequenced) -> ArenaWriter:
+    """The writer's arena for ``n_reader`` local readers; it reads the next sequence
+    number off ``life``, the writer's lifecycle (which holds nothing of the writer)."""
 
     def next_seq() -> int:
-        w = ref()
-        return -1 if w is None else w._seq
+        return life.seq
 
-    return next_seq
+    return ArenaWriter(n_reader, next_seq, options.slots, options.slot_bytes)
