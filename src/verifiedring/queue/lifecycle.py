@@ -9,7 +9,7 @@ on it). A state that refuses calls carries the error it raises
 from __future__ import annotations
 
 import enum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import BrokenPeerError, ClosedError, MisuseError
 
@@ -99,18 +99,93 @@ class Lifecycle(Generic[S]):
 
     def enter(self, state: S, why: str = "") -> None:
         """Move to ``state`` (a reason replaces the last one; none keeps it)."""
-        seen = self.seen
-        if seen is not None:
-            pair = (self.state, state)
-            if pair not in self._allowed and pair[0] is not pair[1]:
-                raise AssertionError(
-                    f"{pair[0].name} -> {pair[1].name} is not a transition of the spec's Next"
-                )
-            seen.add(pair)
+        if self.seen is not None:
+            self._check(state)
         self.state = state
         if why:
             self.why = why
 
+    def _check(self, state: S) -> None:
+        """Watched: refuse a move to ``state`` that is not in the table, else record it
+        (before any store of the move: a raise here leaves nothing changed)."""
+        seen = self.seen
+        assert seen is not None
+        pair = (self.state, state)
+        if pair not in self._allowed and pair[0] is not pair[1]:
+            raise AssertionError(
+                f"{pair[0].name} -> {pair[1].name} is not a transition of the spec's Next"
+            )
+        seen.add(pair)
+
     def advance(self, seq: int) -> None:
         """The next message carries ``seq`` (a publish, a take or a skip used ``seq - 1``)."""
         self.seq = seq
+
+
+_R = ReaderState
+#: A reader's moves: the (from, to) pairs of ``rpc`` in ``MessageQueue.tla``'s ``Next``,
+#: each with its action, and the code's own (OWED, its CLOSED by close()). The code
+#: keeps the spec's "ready" / "runHeld" / "runReleased" in IDLE and RUN, and a timed
+#: out frame wait in FRAME (the spec's ReaderTimeout + ReaderResume).
+READER_TRANSITIONS: frozenset[tuple[ReaderState, ReaderState]] = frozenset((
+    (_R.INIT, _R.IDLE),  # ReaderAwaitReady
+    (_R.INIT, _R.BROKEN),  # the code's: LATE instead of READY, the writer gone, keys refused
+    (_R.IDLE, _R.FRAME),  # ReaderTakeChunk: an overflow marker, its frame awaited
+    (_R.IDLE, _R.RUN),  # ReaderTakeChunk: a run's FIRST
+    (_R.IDLE, _R.OWED),  # ReaderTakeChunk, ReaderRecvFrame, RemoteRecvFrame: consumed
+    (_R.IDLE, _R.BROKEN),  # ReaderTakeChunk, RemoteRecvFrame: out of place; writer gone
+    (_R.IDLE, _R.TOLD),  # ReaderTold, RemoteSeeBroken
+    (_R.IDLE, _R.CLOSED),  # ReaderClose
+    (_R.FRAME, _R.IDLE),  # ReaderRecvFrame (then consumed: OWED), or a lost frame's report
+    (_R.FRAME, _R.BROKEN),  # ReaderRecvFrame: out of place; the writer gone meanwhile
+    (_R.FRAME, _R.TOLD),  # ReaderTold: BROKEN where the frame would be
+    (_R.RUN, _R.IDLE),  # ReaderReleaseRunChunk's LAST (not decoded); a cut run skipped
+    (_R.RUN, _R.OWED),  # ReaderReleaseRunChunk's LAST: the run's object delivered
+    (_R.RUN, _R.BROKEN),  # ReaderReadRunChunk: a chunk out of place; the writer gone
+    (_R.RUN, _R.TOLD),  # ReaderTold: BROKEN while the run waits
+    (_R.RUN, _R.CLOSED),  # the code's: SHUTDOWN before the run's end
+    (_R.OWED, _R.IDLE),  # the code's: the owed outcome delivered (the spec's Deliver)
+    *((s, _R.CLOSED) for s in ReaderState),  # the code's: close()
+))
+
+
+class Owed:
+    """A decoded object the next dequeue returns if an interrupt cuts its delivery (one
+    per reader, made at its start: recording it takes no call)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+
+class ReaderLifecycle(Lifecycle[ReaderState]):
+    """A reader's: its ``rpc``, reason and next sequence number, what the next dequeue
+    owes, and its receive mark (``spec/interrupts.md``). The moves that sit with other
+    stores and no call between them (the sequence number moving as a message is
+    consumed, the owed record, the receive mark, a run counted as cut) are plain stores
+    on these fields at their sites, preceded when watched by :meth:`saw` (a check
+    that stores nothing the reader reads); every other move goes through
+    :meth:`enter`."""
+
+    __slots__ = ("cut_receives", "delivery", "owed", "receiving")
+
+    def __init__(self) -> None:
+        super().__init__(ReaderState.INIT, READER_TRANSITIONS)
+        self.why = "the queue end was never opened"
+        #: The record a decode site fills (``owed`` = it, state OWED) with plain stores.
+        self.delivery = Owed(None)
+        # Invariant: what the next dequeue returns or raises (an Owed, or a DecodeError)
+        # is owed iff state is OWED.
+        self.owed: Owed | Exception | None = None
+        # A frame's receive is marked before it and unmarked once the frame is kept
+        # (consumed or stashed); a mark found still set counts one receive an interrupt
+        # cut, which may have taken a frame off the socket and lost it.
+        self.receiving = False
+        self.cut_receives = 0
+
+    def saw(self, state: ReaderState) -> bool:
+        """Watched: the check of a move a site makes with plain stores next (true, so a
+        site reads ``life.seen is None or life.saw(state)``: one test unwatched)."""
+        self._check(state)
+        return True

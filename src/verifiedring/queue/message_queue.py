@@ -223,6 +223,10 @@ class MessageQueue:
         or :class:`~.lifecycle.ReaderState` (``rpc``)."""
         return self._state
 
+    def _next_seq(self) -> int:
+        """The sequence number of this end's next message."""
+        return self._seq
+
     def _stop(self, state: enum.Enum, why: str) -> None:
         """Enter ``state``, a refusing one, for the reason ``why``."""
         self._state = state
@@ -240,7 +244,7 @@ class MessageQueue:
 
     def __repr__(self) -> str:
         try:
-            who, seq, state = self._who(), self._seq, self._state.value
+            who, seq, state = self._who(), self._next_seq(), self.state.value
         except AttributeError:  # half-built (a debugger's view of __init__): no fields yet
             return f"<{type(self).__name__} unopened>"
         return f"<{type(self).__name__} {who} seq {seq} {state}>"
@@ -254,13 +258,13 @@ class MessageQueue:
         each reader waits for READY. Idempotent once it has returned."""
         if self._closed:
             self._refuse()
-        if self._state is not self._opening:
+        if self.state is not self._opening:
             return
         self._handshake(Deadline.after(timeout))
 
     @property
     def _handshaken(self) -> bool:
-        return self._state is not self._opening
+        return self.state is not self._opening
 
     def _handshake(self, deadline: Deadline) -> None:
         """This role's side of the READY handshake; it leaves the opening state."""
