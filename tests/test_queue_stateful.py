@@ -35,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.reader_transitions import assert_reader_moves_in_next
 from support.unpicklable import FailsToLoad, Unpicklable
 
 from verifiedring import (
@@ -296,6 +297,12 @@ class QueueMachine(RuleBasedStateMachine):
         self.remote_got.append(self.sent[i])
 
     # --- the spec's invariants, on the real ends -------------------------------------
+
+    @invariant()
+    def ReaderMovesInNextInv(self) -> None:
+        """Every state move a reader took is a move of the spec's ``Next``."""
+        for reader in (self.local, self.remote):
+            assert_reader_moves_in_next(reader)
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:
@@ -575,6 +582,11 @@ class RunMachine(RuleBasedStateMachine):
         assert want == ("ok", encoded(obj)), f"message {self.got - 1} differs"
 
     # --- the spec's invariants, on the real ends -------------------------------------
+
+    @invariant()
+    def ReaderMovesInNextInv(self) -> None:
+        """Every state move a reader took is a move of the spec's ``Next``."""
+        assert_reader_moves_in_next(self.reader)
 
     @invariant()
     def RunIntactInv(self) -> None:
