@@ -121,7 +121,6 @@ class MessageQueue:
     _opening: ClassVar[enum.Enum] = WriterState.HANDSHAKE
     # Invariant: a thread is inside this end's enqueue or dequeue.
     _busy = False
-    _seq = 0
     #: Sees every protocol step (trace validation); ``None`` in production.
     _observer: QueueObserver | None = None
 
@@ -223,10 +222,6 @@ class MessageQueue:
         or :class:`~.lifecycle.ReaderState` (``rpc``)."""
         return self._state
 
-    def _next_seq(self) -> int:
-        """The sequence number of this end's next message."""
-        return self._seq
-
     def _stop(self, state: enum.Enum, why: str) -> None:
         """Enter ``state``, a refusing one, for the reason ``why``."""
         self._state = state
@@ -244,7 +239,8 @@ class MessageQueue:
 
     def __repr__(self) -> str:
         try:
-            who, seq, state = self._who(), self._next_seq(), self.state.value
+            seq = getattr(getattr(self, "_life", self), "seq", getattr(self, "_seq", 0))
+            who, state = self._who(), self.state.value
         except AttributeError:  # half-built (a debugger's view of __init__): no fields yet
             return f"<{type(self).__name__} unopened>"
         return f"<{type(self).__name__} {who} seq {seq} {state}>"

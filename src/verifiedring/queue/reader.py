@@ -6,7 +6,7 @@ import enum
 import math
 import os
 import time
-from typing import Any, ClassVar, NoReturn, Protocol
+from typing import Any, ClassVar, NoReturn, Protocol, cast
 
 import zmq
 
@@ -87,9 +87,8 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         self.n_local_reader = len(self.local_reader_ranks)
         self.remote_window = handle.remote_window
         self._signer = Signer(handle.hmac_key)
-        # Invariant: messages 0..seq-1 were each delivered (or raised DecodeError)
-        # exactly once, in order; seq is the only one this reader accepts next. Every
-        # change of the state, its reason and seq goes through it (checked once watched).
+        # Invariant: messages 0..seq-1 were each delivered (or raised DecodeError) exactly
+        # once, in order; seq is the only one accepted next (every move checked if watched).
         self._life = life = ReaderLifecycle()
         if observer is not None:
             life.watch()
@@ -113,16 +112,11 @@ class QueueReader(ReaderOutcomes, MessageQueue):
     def state(self) -> enum.Enum:
         return self._life.state
 
-    def _next_seq(self) -> int:
-        return self._life.seq
-
     def _stop(self, state: enum.Enum, why: str) -> None:
-        assert isinstance(state, ReaderState)
-        self._life.enter(state, why)
+        self._life.enter(cast(ReaderState, state), why)
 
     def _refuse(self) -> NoReturn:
-        life = self._life
-        raise refusal(life.state, self._who(), life.why)
+        raise refusal(self._life.state, self._who(), self._life.why)
 
     def export_handle(self) -> Handle:
         """The handle this reader attached with (vLLM hands it on)."""
