@@ -35,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.reader_transitions import assert_reader_moves_in_next
 from support.transitions import assert_writer_moves_in_next
 from support.unpicklable import FailsToLoad, Unpicklable
 
@@ -304,6 +305,12 @@ class QueueMachine(RuleBasedStateMachine):
     def WriterMovesInNextInv(self) -> None:
         """Every state move the writer took is a move of the spec's ``Next``."""
         assert_writer_moves_in_next(self.writer)
+
+    @invariant()
+    def ReaderMovesInNextInv(self) -> None:
+        """Every state move a reader took is a move of the spec's ``Next``."""
+        for reader in (self.local, self.remote):
+            assert_reader_moves_in_next(reader)
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:
@@ -593,6 +600,11 @@ class RunMachine(RuleBasedStateMachine):
     def WriterMovesInNextInv(self) -> None:
         """Every state move the writer took is a move of the spec's ``Next``."""
         assert_writer_moves_in_next(self.writer)
+
+    @invariant()
+    def ReaderMovesInNextInv(self) -> None:
+        """Every state move a reader took is a move of the spec's ``Next``."""
+        assert_reader_moves_in_next(self.reader)
 
     @invariant()
     def RunIntactInv(self) -> None:

@@ -9,7 +9,6 @@ is what the reader does with it then (see ``tests/test_take_interrupts.py``).
 from __future__ import annotations
 
 import contextlib
-import enum
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from . import wire
 if TYPE_CHECKING:
     from ..cursors import ReaderCursor
     from .flavors.run.reader import RunReader
+    from .lifecycle import ReaderLifecycle
 
 
 class TakenChunk:
@@ -27,8 +27,7 @@ class TakenChunk:
         _cursor: ReaderCursor
         _run: RunReader
         _lent: bool
-        _seq: int
-        _state: enum.Enum
+        _life: ReaderLifecycle
         _load_inline: Any
 
         def dequeue(self, timeout: float | None = None, *, cancel: Any = None,
@@ -86,7 +85,7 @@ class TakenChunk:
         true), or at a release's entry twice over (consumed: released now, false)."""
         if self._run.active or self._lent:
             return False
-        if wire.read_header(self._cursor.held())[1] >= self._seq:
+        if wire.read_header(self._cursor.held())[1] >= self._life.seq:
             return True
         self._cursor.release()
         return False

@@ -198,3 +198,72 @@ class WriterLifecycle(Lifecycle[WriterState]):
         self.state = _W.BROKEN
         self.why = why
         return told
+
+
+_R = ReaderState
+#: A reader's moves: the (from, to) pairs of ``rpc`` in ``MessageQueue.tla``'s ``Next``,
+#: each with its action, and the code's own (OWED, its CLOSED by close()). The code
+#: keeps the spec's "ready" / "runHeld" / "runReleased" in IDLE and RUN, and a timed
+#: out frame wait in FRAME (the spec's ReaderTimeout + ReaderResume).
+READER_TRANSITIONS: frozenset[tuple[ReaderState, ReaderState]] = frozenset((
+    (_R.INIT, _R.IDLE),  # ReaderAwaitReady
+    (_R.INIT, _R.BROKEN),  # the code's: LATE instead of READY, the writer gone, keys refused
+    (_R.IDLE, _R.FRAME),  # ReaderTakeChunk: an overflow marker, its frame awaited
+    (_R.IDLE, _R.RUN),  # ReaderTakeChunk: a run's FIRST
+    (_R.IDLE, _R.OWED),  # ReaderTakeChunk, ReaderRecvFrame, RemoteRecvFrame: consumed
+    (_R.IDLE, _R.BROKEN),  # ReaderTakeChunk, RemoteRecvFrame: out of place; writer gone
+    (_R.IDLE, _R.TOLD),  # ReaderTold, RemoteSeeBroken
+    (_R.IDLE, _R.CLOSED),  # ReaderClose
+    (_R.FRAME, _R.IDLE),  # ReaderRecvFrame (then consumed: OWED), or a lost frame's report
+    (_R.FRAME, _R.BROKEN),  # ReaderRecvFrame: out of place; the writer gone meanwhile
+    (_R.FRAME, _R.TOLD),  # ReaderTold: BROKEN where the frame would be
+    (_R.RUN, _R.IDLE),  # ReaderReleaseRunChunk's LAST (not decoded); a cut run skipped
+    (_R.RUN, _R.OWED),  # ReaderReleaseRunChunk's LAST: the run's object delivered
+    (_R.RUN, _R.BROKEN),  # ReaderReadRunChunk: a chunk out of place; the writer gone
+    (_R.RUN, _R.TOLD),  # ReaderTold: BROKEN while the run waits
+    (_R.RUN, _R.CLOSED),  # the code's: SHUTDOWN before the run's end
+    (_R.OWED, _R.IDLE),  # the code's: the owed outcome delivered (the spec's Deliver)
+    *((s, _R.CLOSED) for s in ReaderState),  # the code's: close()
+))
+
+
+class Owed:
+    """A decoded object the next dequeue returns if an interrupt cuts its delivery (one
+    per reader, made at its start: recording it takes no call)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+
+class ReaderLifecycle(Lifecycle[ReaderState]):
+    """A reader's: its ``rpc``, reason and next sequence number, what the next dequeue
+    owes, and its receive mark (``spec/interrupts.md``). The moves that sit with other
+    stores and no call between them (the sequence number moving as a message is
+    consumed, the owed record, the receive mark, a run counted as cut) are plain stores
+    on these fields at their sites, preceded when watched by :meth:`saw` (a check
+    that stores nothing the reader reads); every other move goes through
+    :meth:`enter`."""
+
+    __slots__ = ("cut_receives", "delivery", "owed", "receiving")
+
+    def __init__(self) -> None:
+        super().__init__(ReaderState.INIT, READER_TRANSITIONS)
+        self.why = "the queue end was never opened"
+        #: The record a decode site fills (``owed`` = it, state OWED) with plain stores.
+        self.delivery = Owed(None)
+        # Invariant: what the next dequeue returns or raises (an Owed, or a DecodeError)
+        # is owed iff state is OWED.
+        self.owed: Owed | Exception | None = None
+        # A frame's receive is marked before it and unmarked once the frame is kept
+        # (consumed or stashed); a mark found still set counts one receive an interrupt
+        # cut, which may have taken a frame off the socket and lost it.
+        self.receiving = False
+        self.cut_receives = 0
+
+    def saw(self, state: ReaderState) -> bool:
+        """Watched: the check of a move a site makes with plain stores next (true, so a
+        site reads ``life.seen is None or life.saw(state)``: one test unwatched)."""
+        self._check(state)
+        return True

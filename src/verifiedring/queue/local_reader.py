@@ -116,7 +116,8 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         seq = kind = -1
         got: Any = None  # what the step delivered, for the observer
         run = self._run
-        expect = self._seq
+        life = self._life
+        expect = life.seq
         try:
             # spec: ReaderTakeChunk -- released once its message is consumed, also on a
             # raise; a run's FIRST chunk is held on by the run (ReaderReleaseRunChunk)
@@ -127,7 +128,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     raise self._out_of_order("ring", *wire.read_header(chunk)[:2])
                 kind, seq = header[0], header[1]
                 if kind in _INLINE_KINDS:
-                    self._seq = seq + 1  # consumed before it is decoded
+                    life.seq = seq + 1  # consumed before it is decoded
                     try:
                         got = self._load_inline(chunk, header)
                     except BaseException as exc:
@@ -136,16 +137,17 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     # owed if cut from here on (stores only: no call); a lent chunk's view
                     # too: the next acquire_read yields it, then releases the chunk
                     # spec: ReaderInterrupted -- a cut from here on: the object is owed
-                    delivery = self._delivery
+                    life.seen is None or life.saw(_OWED)  # checked if watched
+                    delivery = life.delivery
                     delivery.obj = got
-                    self._owed = delivery
-                    self._state = _OWED
+                    life.owed = delivery
+                    life.state = _OWED
                     return got
                 self._begin_large(chunk, header)
             finally:
                 # kept taken if cut before its message was consumed: read again next
-                if not run.active and not self._lent and (self._seq != expect or
-                                                          self._state is not _IDLE):
+                if not run.active and not self._lent and (life.seq != expect or
+                                                          life.state is not _IDLE):
                     self._release_taken()
                 on_read = self.on_read
                 if on_read is not None:
@@ -164,13 +166,15 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         if kind == wire.RUN_FIRST:
             # the run counts as cut until its load ends (stores only: no call before the
             # sequence number moves): the next dequeue skips its rest and reports it
+            life = self._life
+            life.seen is None or life.saw(_RUN)  # checked if watched
             self._runs.interrupted = (seq, _CUT_AS_BEGUN)
-            self._state = _RUN
-            self._seq = seq + 1  # consumed before it is decoded
+            life.state = _RUN
+            life.seq = seq + 1  # consumed before it is decoded
             self._run.begin(seq, chunk, header[2])
         else:
             self._pending = seq  # the chunk is released now; the frame is awaited
-            self._state = ReaderState.FRAME
+            self._life.enter(ReaderState.FRAME)
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
@@ -179,7 +183,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
     def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
         """A dequeue after one left unfinished: the pending frame, or the run's rest."""
-        if self._state is ReaderState.FRAME:
+        if self._life.state is ReaderState.FRAME:
             return self._resume(deadline)
         self._finish_interrupted_run()
         return self._dequeue(deadline, poll)
@@ -205,16 +209,19 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         finally:
             # the run is over (else the next dequeue skips its rest): its object, if
             # decoded, is owed until dequeue returns it (stores only: no call)
-            if runs.interrupted is None and self._state is _RUN:
+            life = self._life
+            if runs.interrupted is None and life.state is _RUN:
                 got = runs.decoded
+                move = _IDLE if got is NOT_DECODED else _OWED
+                life.seen is None or life.saw(move)  # checked if watched
                 runs.decoded = NOT_DECODED
                 if got is NOT_DECODED:
-                    self._state = _IDLE
+                    life.state = _IDLE
                 else:
-                    delivery = self._delivery
+                    delivery = life.delivery
                     delivery.obj = got
-                    self._owed = delivery
-                    self._state = _OWED
+                    life.owed = delivery
+                    life.state = _OWED
 
     def _finish_interrupted_run(self) -> None:
         """Skip the rest of the run a dequeue left mid-way and raise DecodeError for
@@ -222,9 +229,9 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         interrupted = self._runs.interrupted
         if interrupted is not None:
             err = self._runs.finish_interrupted(*interrupted)
-            self._state = ReaderState.IDLE
+            self._life.enter(_IDLE)
             raise err
-        self._state = ReaderState.IDLE
+        self._life.enter(_IDLE)
 
     # --- what the run asks (RunOwner) ---------------------------------------------
 
@@ -272,14 +279,14 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
     def _describe_ring_wait(self) -> str:
         c, alive = self._cursor, self._writer_lost() or "its process holds the ring"
-        return (f"{self._who()} waits for message seq {self._seq} in chunk {c.index} "
+        return (f"{self._who()} waits for message seq {self._life.seq} in chunk {c.index} "
                 f"({c.flag_state()}) from {self._writer}, {alive}{took(self._took_at)}")
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
         c = self._cursor
         return RingTimeoutError(
-            f"{self._who()} timed out after {waited:.3f} s waiting for message seq {self._seq} "
-            f"in ring chunk {c.index} ({c.flag_state()})"
+            f"{self._who()} timed out after {waited:.3f} s waiting for message seq "
+            f"{self._life.seq} in ring chunk {c.index} ({c.flag_state()})"
         )
 
     def _release(self) -> None:

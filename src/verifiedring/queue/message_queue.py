@@ -121,7 +121,6 @@ class MessageQueue:
     _opening: ClassVar[enum.Enum] = WriterState.HANDSHAKE
     # Invariant: a thread is inside this end's enqueue or dequeue.
     _busy = False
-    _seq = 0
     #: Sees every protocol step (trace validation); ``None`` in production.
     _observer: QueueObserver | None = None
 
@@ -238,7 +237,8 @@ class MessageQueue:
 
     def __repr__(self) -> str:
         try:
-            who, seq, state = self._who(), self._seq, self._state.value
+            seq = getattr(getattr(self, "_life", self), "seq", getattr(self, "_seq", 0))
+            who, state = self._who(), self.state.value
         except AttributeError:  # half-built (a debugger's view of __init__): no fields yet
             return f"<{type(self).__name__} unopened>"
         return f"<{type(self).__name__} {who} seq {seq} {state}>"

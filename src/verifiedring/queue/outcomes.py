@@ -19,33 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokenPeerError, DecodeError
 from . import wire
-from .lifecycle import ReaderState
+from .lifecycle import Owed, ReaderLifecycle, ReaderState
 
 _IDLE = ReaderState.IDLE
+_OWED = ReaderState.OWED
 _FRAME_KINDS = (wire.OVERFLOW, wire.RUN_ABORT)  # a message's frame (ABORT: in a run's place)
-
-
-class Owed:
-    """A decoded object the next dequeue returns if an interrupt cuts its delivery (one
-    per reader, made at its start: recording it takes no call)."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
 
 
 class ReaderOutcomes:
     """A reader's errors, and the states they leave it in (part of QueueReader)."""
 
     if TYPE_CHECKING:  # what the reader provides (QueueReader)
-        _seq: int
-        _state: enum.Enum
-        _owed: DecodeError | Owed | None
+        _life: ReaderLifecycle
         _broke: tuple[int, str] | None
         _writer: str
-        _receiving: bool
-        _cut_receives: int
 
         def _who(self) -> str: ...
 
@@ -55,7 +42,7 @@ class ReaderOutcomes:
         """Broken for good, as the writer's BROKEN said (:attr:`_broke`): the error."""
         assert self._broke is not None
         total, why = self._broke
-        missed = total - self._seq  # 0: BROKEN follows every message sent, on each channel
+        missed = total - self._life.seq  # 0: BROKEN follows every message sent, on each channel
         lost = f"; {missed} of them never arrived" if missed > 0 else ""
         text = f"{self._writer} broke for good after sending {total} messages{lost} ({why})"
         self._stop(ReaderState.TOLD, text)
@@ -64,7 +51,7 @@ class ReaderOutcomes:
     def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:
         """Broken for good (the spec's ``rpc = "broken"``): the error to raise."""
         why = (f"on the {where} got {wire.kind_name(kind)} seq {seq}, expected message "
-               f"seq {self._seq}: a message was lost or reordered")
+               f"seq {self._life.seq}: a message was lost or reordered")
         self._break(why)
         return BrokenPeerError(f"{self._who()}: {why}")
 
@@ -78,8 +65,10 @@ class ReaderOutcomes:
         owed = self._named(DecodeError(
             seq, RuntimeError(f"its unpickling was interrupted by {type(exc).__name__}")
         ))
-        self._owed = owed
-        self._state = ReaderState.OWED
+        life = self._life
+        life.seen is None or life.saw(_OWED)  # checked if watched
+        life.owed = owed
+        life.state = _OWED
         return owed
 
     def _pay_owed(self) -> Any:
@@ -88,39 +77,43 @@ class ReaderOutcomes:
         call between the record's clear and the return or raise: a second interrupt
         lands before it (still owed) or after it (paid)."""
         # spec: ReaderPayOwed -- the record cleared with no call before the return or raise
-        owed = self._owed
+        life = self._life
+        owed = life.owed
         assert owed is not None
+        life.seen is None or life.saw(_IDLE)  # checked if watched
         if isinstance(owed, Owed):  # a call: before the clear, so a cut there leaves it owed
             obj = owed.obj
             owed.obj = None
-            self._owed = None
-            self._state = _IDLE
+            life.owed = None
+            life.state = _IDLE
             return obj
-        self._owed = None
-        self._state = _IDLE
+        life.owed = None
+        life.state = _IDLE
         raise owed
 
     def _mark_receive(self) -> None:
         """Before a frame is taken off a socket: a mark still set is a receive that an
         interrupt cut between the take and the frame's keeping (it may have lost it)."""
-        if self._receiving:
-            self._cut_receives += 1
-        self._receiving = True
+        life = self._life
+        if life.receiving:
+            life.cut_receives += 1
+        life.receiving = True
 
     def _lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None:
         """The frame of message ``seq`` came where ``expected``'s was due: if cut receives
         account for the gap (frames arrive in order), ``expected``'s frame was taken and
-        lost, and this is its DecodeError (the message consumed: :attr:`_seq` moves
+        lost, and this is its DecodeError (the message consumed: the sequence number moves
         past it); else ``None``, the frame is out of place."""
-        cut = self._cut_receives
+        life = self._life
+        cut = life.cut_receives
         if kind not in _FRAME_KINDS or not expected < seq <= expected + cut:
             return None
         err = self._named(DecodeError(expected, RuntimeError(
             "an interrupt cut the receive that took its frame off the socket"
         )))
-        self._cut_receives = cut - 1
-        self._receiving = False
-        self._seq = expected + 1
+        life.cut_receives = cut - 1
+        life.receiving = False
+        life.seq = expected + 1
         return err
 
     def _named(self, exc: DecodeError) -> DecodeError:

@@ -6,7 +6,7 @@ import enum
 import math
 import os
 import time
-from typing import Any, ClassVar, NoReturn, Protocol
+from typing import Any, ClassVar, NoReturn, Protocol, cast
 
 import zmq
 
@@ -25,9 +25,9 @@ from . import wire
 from .ages import took
 from .curve import CurveKeys
 from .handle import Handle
-from .lifecycle import ReaderState
+from .lifecycle import ReaderLifecycle, ReaderState, refusal
 from .message_queue import MessageQueue
-from .outcomes import Owed, ReaderOutcomes
+from .outcomes import ReaderOutcomes
 from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
 
 #: A reader raises "the writer is gone" once it has seen the writer gone for this long
@@ -75,22 +75,15 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         self.n_local_reader = len(self.local_reader_ranks)
         self.remote_window = handle.remote_window
         self._signer = Signer(handle.hmac_key)
-        # Invariant: messages 0.._seq-1 were each delivered (or raised DecodeError)
-        # exactly once, in order; _seq is the only one this reader accepts next.
-        self._seq = 0
+        # Invariant: messages 0..seq-1 were each delivered (or raised DecodeError) exactly
+        # once, in order; seq is the only one accepted next (every move checked if watched).
+        self._life = life = ReaderLifecycle()
+        if observer is not None:
+            life.watch()
         # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
         self._shutdown_total: int | None = None
-        # Invariant: what the next dequeue returns or raises is owed iff _state is OWED.
-        self._owed: DecodeError | Owed | None = None
-        #: The record a decode site fills (``_owed`` = it, state OWED) with plain stores.
-        self._delivery = Owed(None)
         # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
         self._broke: tuple[int, str] | None = None
-        # A frame's receive is marked before it and unmarked once the frame is kept
-        # (consumed or stashed); a mark found still set counts one receive an interrupt
-        # cut, which may have taken a frame off the socket and lost it.
-        self._receiving = False
-        self._cut_receives = 0
         self._handle = handle
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
@@ -102,6 +95,16 @@ class QueueReader(ReaderOutcomes, MessageQueue):
     def _who(self) -> str:
         rank = "without a rank" if self.rank < 0 else f"rank {self.rank}"
         return f"{self.channel} reader {rank} (pid {os.getpid()})"
+
+    @property
+    def state(self) -> enum.Enum:
+        return self._life.state
+
+    def _stop(self, state: enum.Enum, why: str) -> None:
+        self._life.enter(cast(ReaderState, state), why)
+
+    def _refuse(self) -> NoReturn:
+        raise refusal(self._life.state, self._who(), self._life.why)
 
     def export_handle(self) -> Handle:
         """The handle this reader attached with (vLLM hands it on)."""
@@ -131,12 +134,13 @@ class QueueReader(ReaderOutcomes, MessageQueue):
                 deadline, poll = FOREVER, False
             else:
                 deadline, poll = _after(timeout), timeout == 0
-            state = self._state
+            life = self._life
+            state = life.state
             if state is not _IDLE and state not in self._resumable:
                 self._refuse()
             arena = self._arena
             if arena is not None:
-                arena.begin(self._seq)  # the message its stubs may name
+                arena.begin(life.seq)  # the message its stubs may name
             if state is ReaderState.OWED:
                 return self._pay_owed()
             if state is _IDLE:
@@ -145,9 +149,10 @@ class QueueReader(ReaderOutcomes, MessageQueue):
                 got = self._unfinished(deadline, poll)
             # delivered: the record its decode made is spent (plain stores, then return);
             # it holds no reference to the object (a tensor's arena slot frees with it)
-            self._delivery.obj = None
-            self._owed = None
-            self._state = _IDLE
+            life.seen is None or life.saw(_IDLE)  # checked if watched
+            life.delivery.obj = None
+            life.owed = None
+            life.state = _IDLE
             return got
         except ClosedError:
             if not (indefinite and engine.policy.wait_after_shutdown and self._told_shutdown()):
@@ -182,7 +187,7 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         once ``shutting_down``."""
         if self.shutting_down:
             raise CancelledError(f"{self._who()}: readable() cancelled: shutdown() was called")
-        return self._state is not _IDLE or self._look()
+        return self._life.state is not _IDLE or self._look()
 
     def _look(self) -> bool:
         """Whether this role's next message is at the head (nothing consumed)."""
@@ -220,7 +225,7 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         try:
             return recv_frames(sock, deadline, log, timed_out, self._watch)
         except (RingTimeoutError, CancelledError, BrokenPeerError):
-            self._receiving = False  # the wait ended it: no frame was taken
+            self._life.receiving = False  # the wait ended it: no frame was taken
             raise
 
     def _watch(self) -> None:
@@ -274,12 +279,12 @@ class QueueReader(ReaderOutcomes, MessageQueue):
                 f"{self._who()}: expected READY as the first message, got "
                 f"{wire.kind_name(header[0])} seq {header[1]}"
             )
-        self._state = _IDLE
+        self._life.enter(_IDLE)
 
     def _saw_shutdown(self, total: int) -> None:
         """The writer sent ``total`` messages in all: refuse once all are received."""
         self._shutdown_total = total
-        if self._seq >= total:
+        if self._life.seq >= total:
             # spec: ReaderClose -- every message received: from now on ClosedError
             self._stop(ReaderState.CLOSED, f"the writer shut the queue down after {total} messages")
             obs = self._observer

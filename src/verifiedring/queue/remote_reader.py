@@ -72,7 +72,8 @@ class RemoteReader(QueueReader):
         if frames is not None:
             self._early = None
             return frames
-        return self._recv(self._sock, deadline, f"message seq {self._seq} on the remote socket")
+        what = f"message seq {self._life.seq} on the remote socket"
+        return self._recv(self._sock, deadline, what)
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         frames = self._next_frames(deadline)
@@ -91,15 +92,16 @@ class RemoteReader(QueueReader):
             aborted = kind == wire.RUN_ABORT
             if aborted:
                 kind = wire.OVERFLOW
-            if kind != wire.OVERFLOW or seq != self._seq:
+            life = self._life
+            if kind != wire.OVERFLOW or seq != life.seq:
                 self._early = frames  # kept: the next dequeue's, if a lost one came before
-                lost = self._lost_frame(header[0], seq, self._seq)
+                lost = self._lost_frame(header[0], seq, life.seq)
                 if lost is not None:
                     raise lost
                 self._early = None
                 raise self._out_of_order("remote socket", header[0], seq)
-            self._seq = count = seq + 1
-            self._receiving = False
+            life.seq = count = seq + 1
+            life.receiving = False
             try:  # consumed: from here an interrupt is owed as its DecodeError
                 # at every multiple of the interval (so at least floor(count / interval)
                 # * interval are acknowledged, whatever idle acks came between), and
@@ -116,10 +118,11 @@ class RemoteReader(QueueReader):
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
-            delivery = self._delivery  # owed if cut from here on (stores only: no call)
+            life.seen is None or life.saw(_OWED)  # checked if watched
+            delivery = life.delivery  # owed if cut from here on (stores only: no call)
             delivery.obj = got
-            self._owed = delivery
-            self._state = _OWED
+            life.owed = delivery
+            life.state = _OWED
             return got
         finally:
             if obs is not None:
@@ -153,9 +156,10 @@ class RemoteReader(QueueReader):
         obs = self._observer
         # spec: RemoteSeeShutdown -- acknowledge every message received: the
         # writer's close() waits for that before its process may exit
-        if self._seq > self._acks_sent:
-            self._ack_sock.send(ack_message(self.rank, self._seq))
-            self._acks_sent = self._seq
+        seq = self._life.seq
+        if seq > self._acks_sent:
+            self._ack_sock.send(ack_message(self.rank, seq))
+            self._acks_sent = seq
         if obs is not None:
             obs.end(self._actor, REMOTE_SEE_SHUTDOWN, total)
         self._saw_shutdown(total)

@@ -40,6 +40,7 @@ __all__ = [
     "observe_cursor",
     "reader_cursor",
     "reader_socket",
+    "reader_transitions",
     "ring_chunk",
     "send_frame",
     "wedge_local_socket",
@@ -154,6 +155,17 @@ def reader_socket(reader: MessageQueue) -> zmq.Socket[Any]:
     if not isinstance(reader, QueueReader):
         raise MisuseError(f"{reader!r} is not a reader")
     return reader._socket()
+
+
+def reader_transitions(reader: MessageQueue) -> set[Any]:
+    """The (from, to) state moves a reader took since built with an observer (each is
+    checked against ``READER_TRANSITIONS`` as it is taken)."""
+    if not isinstance(reader, QueueReader):
+        raise MisuseError(f"{reader!r} is not a reader")
+    seen = reader._life.seen
+    if seen is None:
+        raise MisuseError(f"{reader!r} was built without an observer: nothing is checked")
+    return seen
 
 
 def send_frame(writer: MessageQueue, channel: str, parts: list[Any]) -> None:

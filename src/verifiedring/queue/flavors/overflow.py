@@ -22,7 +22,6 @@ so does a frame wait that finds BROKEN where the frame would be.
 
 from __future__ import annotations
 
-import enum
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -45,8 +44,7 @@ from ...steps import (
 )
 from ...waiting import Deadline
 from .. import wire
-from ..lifecycle import ReaderState
-from ..outcomes import Owed
+from ..lifecycle import ReaderLifecycle, ReaderState
 from ..sockets import LocalEndpoint, pending_frames, send_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
@@ -80,8 +78,7 @@ class OverflowReader:
     """The reader half, a part of :class:`~..local_reader.LocalReader`: the marker's
     frame, the stash, the socket looked at while the reader waits on the ring."""
 
-    _state: enum.Enum
-    _seq: int
+    _life: ReaderLifecycle
     _sock: zmq.Socket[Any]
     _cursor: ReaderCursor
     _observer: QueueObserver | None
@@ -134,22 +131,25 @@ class OverflowReader:
                 self._stash.appendleft(frames)  # kept first: a later marker's frame
                 lost = self._lost_frame(kind, seq, pending)
                 if lost is not None:
-                    self._state = ReaderState.IDLE
+                    self._life.enter(ReaderState.IDLE)
                     raise lost
                 self._stash.popleft()
                 raise self._out_of_order("local socket", kind, seq)
-            self._state = ReaderState.IDLE
-            self._seq = seq + 1  # consumed before it is decoded
-            self._receiving = False
+            life = self._life
+            life.seen is None or life.saw(ReaderState.IDLE)  # checked if watched
+            life.state = ReaderState.IDLE
+            life.seq = seq + 1  # consumed before it is decoded
+            life.receiving = False
             try:
                 got = self._load_frame(seq, frames)
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
-            delivery = self._delivery  # owed if cut from here on (stores only: no call)
+            life.seen is None or life.saw(_OWED)  # checked if watched
+            delivery = life.delivery  # owed if cut from here on (stores only: no call)
             delivery.obj = got
-            self._owed = delivery
-            self._state = _OWED
+            life.owed = delivery
+            life.state = _OWED
             return got
         finally:
             if obs is not None:
@@ -214,17 +214,17 @@ class OverflowReader:
             self._mark_receive()
             frames = pending_frames(sock)
             if frames is None:
-                self._receiving = False
+                self._life.receiving = False
                 return
             if self._note_broken(frames):
-                self._receiving = False
+                self._life.receiving = False
                 continue
             kind, seq = self._parse_header(frames[0])[:2]
             if kind == wire.SHUTDOWN:
                 self._note_shutdown(seq)
             else:
                 self._keep(frames, seq)
-            self._receiving = False
+            self._life.receiving = False
 
     def _note_shutdown(self, total: int) -> None:
         """SHUTDOWN(``total``) drained from the socket: its total is noted."""
@@ -270,12 +270,10 @@ class OverflowReader:
         # spec: ReaderTold -- BrokenPeerError with the writer's reason, for good
         err = self._told_broken()
         if obs is not None:
-            obs.end(self._actor, READER_TOLD, self._seq)
+            obs.end(self._actor, READER_TOLD, self._life.seq)
         raise err
 
     if TYPE_CHECKING:  # what the reader provides (QueueReader)
-        _delivery: Owed
-        _owed: DecodeError | Owed | None
 
         def _recv(
             self, sock: zmq.Socket[Any], deadline: Deadline, what: str
@@ -296,8 +294,6 @@ class OverflowReader:
         def _mark_receive(self) -> None: ...
 
         def _lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None: ...
-
-        _receiving: bool
 
         def _watch(self) -> None: ...
 
