@@ -56,8 +56,6 @@ UPWARD: dict[tuple[str, str], str] = {
         "core_roles(), the named factory of create_from_handle (imported at call time)",
     ("queue.message_queue", "distributed.group"):
         "MessageQueue.create_from_process_group*, vLLM's torch-layer factories (call time)",
-    ("queue.flavors.overflow", "queue.outcomes"):
-        "pending (issue 29, 5.1): the overflow flavor uses the readers' ReaderOutcomes mixin",
 }
 #: (importer, imported module, name) -> why importing this _private name is allowed
 PRIVATE: dict[tuple[str, str, str], str] = {
