@@ -9,7 +9,7 @@ on it). A state that refuses calls carries the error it raises
 from __future__ import annotations
 
 import enum
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from ..errors import BrokenPeerError, ClosedError, MisuseError
 
@@ -214,7 +214,8 @@ READER_TRANSITIONS: frozenset[tuple[ReaderState, ReaderState]] = frozenset((
     (_R.IDLE, _R.BROKEN),  # ReaderTakeChunk, RemoteRecvFrame: out of place; writer gone
     (_R.IDLE, _R.TOLD),  # ReaderTold, RemoteSeeBroken
     (_R.IDLE, _R.CLOSED),  # ReaderClose
-    (_R.FRAME, _R.IDLE),  # ReaderRecvFrame (then consumed: OWED), or a lost frame's report
+    (_R.FRAME, _R.OWED),  # ReaderRecvFrame: consumed
+    (_R.FRAME, _R.IDLE),  # a lost frame's report (ReaderRecvFrame: its DecodeError)
     (_R.FRAME, _R.BROKEN),  # ReaderRecvFrame: out of place; the writer gone meanwhile
     (_R.FRAME, _R.TOLD),  # ReaderTold: BROKEN where the frame would be
     (_R.RUN, _R.IDLE),  # ReaderReleaseRunChunk's LAST (not decoded); a cut run skipped
@@ -237,6 +238,19 @@ class Owed:
         self.obj = obj
 
 
+class CutDecode:
+    """The record a decode site stores with the sequence number's move, before the
+    decode: a cut in the decode, or in the handling of its failure, leaves it, and the
+    next dequeue raises that message's :class:`DecodeError` (the one message before
+    the reader's sequence number). A decode that ends replaces it (the object, or the
+    error it raised)."""
+
+    __slots__ = ()
+
+
+CUT_DECODE: Final = CutDecode()
+
+
 class ReaderLifecycle(Lifecycle[ReaderState]):
     """A reader's: its ``rpc``, reason and next sequence number, what the next dequeue
     owes, and its receive mark (``spec/interrupts.md``). The moves that sit with other
@@ -255,7 +269,7 @@ class ReaderLifecycle(Lifecycle[ReaderState]):
         self.delivery = Owed(None)
         # Invariant: what the next dequeue returns or raises (an Owed, or a DecodeError)
         # is owed iff state is OWED.
-        self.owed: Owed | Exception | None = None
+        self.owed: Owed | Exception | CutDecode | None = None
         # A frame's receive is marked before it and unmarked once the frame is kept
         # (consumed or stashed); a mark found still set counts one receive an interrupt
         # cut, which may have taken a frame off the socket and lost it.

@@ -30,7 +30,7 @@ from .flavors.overflow import OverflowReader
 from .flavors.run.reader import NOT_DECODED, RunReceiver
 from .handle import Handle, check_ipc, check_tag
 from .held_chunk import TakenChunk
-from .lifecycle import ReaderState
+from .lifecycle import CUT_DECODE, ReaderState
 from .reader import QueueReader, subscribe
 from .readiness import local_spin_until_readable
 from .writer_watch import watch_writer
@@ -128,7 +128,12 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     raise self._out_of_order("ring", *wire.read_header(chunk)[:2])
                 kind, seq = header[0], header[1]
                 if kind in _INLINE_KINDS:
-                    life.seq = seq + 1  # consumed before it is decoded
+                    life.seen is None or life.saw(_OWED)  # checked if watched
+                    # consumed before it is decoded; owed from here on as its DecodeError
+                    # unless the decode ends (stores only: no call)
+                    life.seq = seq + 1
+                    life.owed = CUT_DECODE
+                    life.state = _OWED
                     try:
                         got = self._load_inline(chunk, header)
                     except BaseException as exc:
@@ -137,7 +142,6 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     # owed if cut from here on (stores only: no call); a lent chunk's view
                     # too: the next acquire_read yields it, then releases the chunk
                     # spec: ReaderInterrupted -- a cut from here on: the object is owed
-                    life.seen is None or life.saw(_OWED)  # checked if watched
                     delivery = life.delivery
                     delivery.obj = got
                     life.owed = delivery

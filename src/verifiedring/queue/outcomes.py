@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokenPeerError, DecodeError
 from . import wire
-from .lifecycle import Owed, ReaderLifecycle, ReaderState
+from .lifecycle import CutDecode, Owed, ReaderLifecycle, ReaderState
 
 _IDLE = ReaderState.IDLE
 _OWED = ReaderState.OWED
@@ -61,14 +61,12 @@ class ReaderOutcomes:
         not turn into DecodeError) having cut the unpickling, the DecodeError the
         next dequeue raises (a trace records it as this step's delivery)."""
         if isinstance(exc, DecodeError):
-            return self._named(exc)
-        owed = self._named(DecodeError(
-            seq, RuntimeError(f"its unpickling was interrupted by {type(exc).__name__}")
-        ))
-        life = self._life
-        life.seen is None or life.saw(_OWED)  # checked if watched
-        life.owed = owed
-        life.state = _OWED
+            owed = self._named(exc)  # raised now; owed until then (dequeue clears it)
+        else:
+            owed = self._named(DecodeError(
+                seq, RuntimeError(f"its unpickling was interrupted by {type(exc).__name__}")
+            ))
+        self._life.owed = owed  # replaces the decode site's CUT_DECODE (state OWED)
         return owed
 
     def _pay_owed(self) -> Any:
@@ -80,6 +78,9 @@ class ReaderOutcomes:
         life = self._life
         owed = life.owed
         assert owed is not None
+        if isinstance(owed, CutDecode):  # calls: before the clear (a cut leaves it owed)
+            owed = self._named(DecodeError(life.seq - 1, RuntimeError(
+                "an interrupt cut its unpickling or the report of its failure")))
         life.seen is None or life.saw(_IDLE)  # checked if watched
         if isinstance(owed, Owed):  # a call: before the clear, so a cut there leaves it owed
             obj = owed.obj

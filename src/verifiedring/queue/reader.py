@@ -154,10 +154,15 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             life.owed = None
             life.state = _IDLE
             return got
+        except DecodeError as exc:
+            life = self._life
+            if life.owed is exc:  # its report, now: the record is spent (stores, then raise)
+                life.seen is None or life.saw(_IDLE)  # checked if watched
+                life.owed = None
+                life.state = _IDLE
+            raise
         except ClosedError:
-            if not (indefinite and engine.policy.wait_after_shutdown and self._told_shutdown()):
-                raise
-            _wait_unfed(self, deadline)
+            _wait_unfed(self, indefinite, deadline)
         finally:
             self._busy = False
 
@@ -301,12 +306,16 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             raise self._named(exc) from exc.cause
 
 
-def _wait_unfed(reader: QueueReader, deadline: Deadline) -> NoReturn:
-    """``reader`` waits as for a writer that sends nothing more: until cancelled
+def _wait_unfed(reader: QueueReader, indefinite: bool, deadline: Deadline) -> NoReturn:
+    """The ClosedError being handled, raised again; or, where the engine policy waits
+    after the writer's shutdown (``indefinite``, told SHUTDOWN), ``reader`` waits as
+    for a writer that sends nothing more: until cancelled
     (:class:`CancelledError`: its cancel, or ``shutdown()``, which here ends a remote
     reader's wait too: vLLM's worker calls it once its executor is gone) or
     ``deadline`` (:class:`RingTimeoutError`); a signal handler's exception (vLLM's
     SIGTERM) ends it too."""
+    if not (indefinite and engine.policy.wait_after_shutdown and reader._told_shutdown()):
+        raise  # the ClosedError its caller handles
     why = f"the writer shut the queue down after {reader._shutdown_total} messages"
 
     def timed_out(waited: float) -> RingTimeoutError:

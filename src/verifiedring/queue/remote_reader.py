@@ -16,7 +16,7 @@ from . import wire
 from .credit import ack_interval
 from .curve import LATE_STATUS
 from .handle import Handle, check_tag, remote_part
-from .lifecycle import ReaderState
+from .lifecycle import CUT_DECODE, ReaderState
 from .reader import QueueReader, subscribe
 from .readiness import remote_poll_ms
 from .sockets import ack_push, pending_frames
@@ -100,9 +100,14 @@ class RemoteReader(QueueReader):
                     raise lost
                 self._early = None
                 raise self._out_of_order("remote socket", header[0], seq)
+            life.seen is None or life.saw(_OWED)  # checked if watched
+            # consumed; owed from here on as its DecodeError unless the decode ends
+            # (stores only: no call)
             life.seq = count = seq + 1
+            life.owed = CUT_DECODE
+            life.state = _OWED
             life.receiving = False
-            try:  # consumed: from here an interrupt is owed as its DecodeError
+            try:
                 # at every multiple of the interval (so at least floor(count / interval)
                 # * interval are acknowledged, whatever idle acks came between), and
                 # whenever no next frame is queued (this reader may go idle now: the
@@ -118,7 +123,6 @@ class RemoteReader(QueueReader):
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
-            life.seen is None or life.saw(_OWED)  # checked if watched
             delivery = life.delivery  # owed if cut from here on (stores only: no call)
             delivery.obj = got
             life.owed = delivery

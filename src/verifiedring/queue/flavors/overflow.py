@@ -44,7 +44,7 @@ from ...steps import (
 )
 from ...waiting import Deadline
 from .. import wire
-from ..lifecycle import ReaderLifecycle, ReaderState
+from ..lifecycle import CUT_DECODE, ReaderLifecycle, ReaderState
 from ..sockets import LocalEndpoint, pending_frames, send_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
@@ -136,16 +136,18 @@ class OverflowReader:
                 self._stash.popleft()
                 raise self._out_of_order("local socket", kind, seq)
             life = self._life
-            life.seen is None or life.saw(ReaderState.IDLE)  # checked if watched
-            life.state = ReaderState.IDLE
-            life.seq = seq + 1  # consumed before it is decoded
+            life.seen is None or life.saw(_OWED)  # checked if watched
+            # consumed before it is decoded; owed from here on as its DecodeError unless
+            # the decode ends (stores only: no call)
+            life.seq = seq + 1
+            life.owed = CUT_DECODE
+            life.state = _OWED
             life.receiving = False
             try:
                 got = self._load_frame(seq, frames)
             except BaseException as exc:
                 got = self._failed(seq, exc)
                 raise
-            life.seen is None or life.saw(_OWED)  # checked if watched
             delivery = life.delivery  # owed if cut from here on (stores only: no call)
             delivery.obj = got
             life.owed = delivery
