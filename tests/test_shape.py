@@ -20,7 +20,12 @@ MAX_MODULE_LINES = 400
 MAX_CLASS_LINES = 250
 
 #: offender (a module's path under src/verifiedring, or ``path::Class``) -> lines when listed
-PENDING: dict[str, int] = {}
+PENDING: dict[str, int] = {
+    # issue 29 (5.1): the reader ends' own classes grew by the interrupt records of
+    # issue 30 (a cut decode owed); they shrink as their parts become held objects
+    "queue/local_reader.py::LocalReader": 253,
+    "queue/reader.py::QueueReader": 254,
+}
 
 
 def _modules() -> list[Path]:

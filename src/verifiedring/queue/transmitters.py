@@ -113,6 +113,11 @@ class LocalTransmitter:
         #: The last message published: (its seq, inline or not; -1: none yet), also when
         #: an asynchronous exception landed right after its publish store.
         self.published = (-1, True)
+        #: The message whose publish was last begun: (seq, inline, chunk), stored before
+        #: the publish store and never cleared: while its seq is the writer's next, the
+        #: writer did not finish that call's bookkeeping (an interrupt cut it, maybe a
+        #: second one its handling), and its next call settles it (``WriterEnd``).
+        self.committing = (-1, True, 0)
 
     def publish(
         self, seq: int, p: wire.Pickled, deadline: Deadline, watch: Callable[[], None],
@@ -165,6 +170,7 @@ class LocalTransmitter:
                 wire.stamp_raw(chunk, seq)
             else:
                 _encode_chunk(chunk, seq, p, inline)
+            self.committing = (seq, inline, i)  # the intent, before the store (no call)
             cursor.publish()
             self.published_at[i] = monotonic()  # a cut here: as one at publish's return
         except BaseException:

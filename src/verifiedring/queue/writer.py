@@ -136,6 +136,9 @@ class QueueWriter(WriterEnd):
         try:
             # at CHUNK, the hot path (untimed: no call); else a due abort first, or a refusal
             life = self._life
+            local = self._local
+            if local is not None and local.committing[0] == life.seq:
+                self._settle_commit(local)  # the last call's publish, cut and unsettled
             if life.state is not _CHUNK:
                 deadline = self._settle(timeout)
             elif timeout is None:
@@ -239,12 +242,14 @@ class QueueWriter(WriterEnd):
         self._busy = True
         try:
             life = self._life
+            local = self._local
+            if local is not None and local.committing[0] == life.seq:
+                self._settle_commit(local)  # the last call's publish, cut and unsettled
             deadline = _after(timeout) if life.state is _CHUNK else self._settle(timeout)
             seq = life.seq
             remote = self._remote
             if remote is not None and remote.credit.needs_check(seq):
                 remote.credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
-            local = self._local
             if local is None:
                 scratch = bytearray(self.max_chunk_bytes - wire.HEADER_BYTES)
                 with memoryview(scratch) as buf:

@@ -270,13 +270,13 @@ class WriterBase(MessageQueue):
         if local is not None:
             local.cursor.wake_all()
 
-    def _break_interrupted(self, exc: BaseException, what: str, after: str) -> None:
-        """``what`` raised (an interrupt too) after ``after``: its sequence number is
-        out, so the writer is broken for good (unless it already is)."""
+    def _break_interrupted(self, exc: BaseException | None, what: str, after: str) -> None:
+        """``what`` raised (an interrupt too; ``None``: found by the next call) after
+        ``after``: its sequence number is out, so the writer is broken for good (unless
+        it already is)."""
         if self._life.state is not WriterState.BROKEN:
-            self._break(
-                f"broken since {what} was interrupted ({type(exc).__name__}) after {after}"
-            )
+            how = "" if exc is None else f" ({type(exc).__name__})"
+            self._break(f"broken since {what} was interrupted{how} after {after}")
 
     def _ring_stalled(
         self, local: LocalTransmitter, seq: int, exc: RingTimeoutError

@@ -83,8 +83,20 @@ class WriterEnd(WriterBase):
         elif local.published[0] == seq:
             self._published_then_interrupted(exc, seq, local.published[1], remote)
 
+    def _settle_commit(self, local: LocalTransmitter) -> None:
+        """A call's publish of message ``seq`` = the next one was begun and its
+        bookkeeping never finished (an interrupt, and another in its handling): if its
+        chunk is still held, the claim lets it go; if its publish store happened, the
+        message is out (:meth:`_published_then_interrupted`)."""
+        seq, inline, i = local.committing
+        cursor = local.cursor
+        if not cursor.holding and cursor.settle(i):
+            local.published = (seq, inline)
+            self._published_then_interrupted(None, seq, inline, self._remote)
+
     def _published_then_interrupted(
-        self, exc: BaseException, seq: int, inline: bool, remote: RemoteTransmitter | None
+        self, exc: BaseException | None, seq: int, inline: bool,
+        remote: RemoteTransmitter | None,
     ) -> None:
         """An asynchronous exception landed after message ``seq``'s publish store (in
         the rest of the publish, or at the return of the call): ``seq`` is used up.
