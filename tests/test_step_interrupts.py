@@ -128,6 +128,26 @@ def test_a_reader_cut_at_its_release_entry_returns_the_decoded_message_next(
 
 
 @pytest.mark.usefixtures("sigusr1")
+def test_paying_a_message_whose_release_was_cut_releases_its_chunk_first() -> None:
+    """A one-chunk ring: the reader cut at its release's entry holds m1's chunk; the
+    dequeue that pays m1 released it only at the reader's next call, so the writer
+    waited on it meanwhile (however long the caller worked on m1)."""
+    w = MessageQueue(1, 1, [0], max_chunk_bytes=1024, max_chunks=1)
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    try:
+        w.wait_until_ready(T)
+        r.wait_until_ready(T)
+        w.enqueue("m1", timeout=T)
+        _cut_at_entry(lambda: r.dequeue(timeout=T), TakenChunk._release_taken.__code__)
+        assert r.dequeue(timeout=T) == "m1"
+        w.enqueue("m2", timeout=0)  # the one chunk is free already: no wait
+        assert r.dequeue(timeout=T) == "m2"
+    finally:
+        r.close()
+        w.close()
+
+
+@pytest.mark.usefixtures("sigusr1")
 def test_a_second_interrupt_while_paying_an_owed_decode_error_keeps_it_owed(
     queue: tuple[MessageQueue, MessageQueue]
 ) -> None:

@@ -196,21 +196,15 @@ def _deliveries(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Pl
             _take(s, r, out, hook if was_cut and k == 0 else None)
 
 
-def _catch_up(s: Scenario, r: MessageQueue, out: list[str], want: str,
-              hook: Hook | None) -> None:
-    """Reader ``r`` takes until it has ``want`` or stops for good (at most 4 takes)."""
-    for k in range(4):
-        if out and out[-1] not in (REPORTED, "interrupted", *LABELS[:LABELS.index(want)]):
-            return
-        _take(s, r, out, hook if k == 0 else None)
-
-
-def _readable_only(s: Scenario, readers: list[MessageQueue], p: Play, want: str) -> None:
-    """Each reader takes while a message is readable, up to ``want`` (after a cut send,
-    which may have sent nothing)."""
+def _drain(s: Scenario, readers: list[MessageQueue], p: Play, hook: Hook) -> None:
+    """Each reader takes while a message (or what a cut left it owing) is readable: all
+    a send put out, which may be nothing (a cut send). A reader that was cut takes
+    first under ``hook``'s second arming (its next call)."""
     for r, out in zip(readers, p.readers, strict=True):
-        while (not out or out[-1] not in (BROKEN, want)) and r.readable():
-            _take(s, r, out)
+        first = True
+        while (not out or out[-1] != BROKEN) and r.readable():
+            _take(s, r, out, hook if first and out == ["interrupted"] else None)
+            first = False
 
 
 def _lockstep(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Play,
@@ -224,17 +218,12 @@ def _lockstep(s: Scenario, w: MessageQueue, readers: list[MessageQueue], p: Play
         if cut is None:
             for r, out in zip(readers, p.readers, strict=True):
                 _take(s, r, out)
-    if cut is None:
-        for r, out in zip(readers, p.readers, strict=True):
-            _catch_up(s, r, out, "m1", hook if out == ["interrupted"] else None)
-    else:
-        _readable_only(s, readers, p, "m1")
+    _drain(s, readers, p, hook)
     for i in (2, 3):
         with _next_call(hook, i == 2 and cut is not None):
             _, err = _call(lambda i=i: s.send(w, s.make(i), T))  # type: ignore[misc]
         p.writer.append(err or LABELS[i])
-        for r, out in zip(readers, p.readers, strict=True):
-            _catch_up(s, r, out, LABELS[i], None)
+        _drain(s, readers, p, hook)
 
 
 def play(s: Scenario, hook: Hook) -> Play:

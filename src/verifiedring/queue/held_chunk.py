@@ -79,6 +79,13 @@ class TakenChunk:
         cursor = self._cursor
         return self._held_unread() if cursor.holding else cursor.poll()
 
+    def _pay_owed(self) -> Any:
+        """A consumed chunk whose release an interrupt cut is released first (else the
+        writer would wait on it until this reader's next call), then what is owed."""
+        if self._cursor.holding and not self._lent:
+            self._held_unread()
+        return super()._pay_owed()  # type: ignore[misc]
+
     def _held_unread(self) -> bool:
         """The cursor holds a chunk outside a run or a lent read: an interrupt cut the
         last dequeue right after its take (the message not consumed: read it again,
