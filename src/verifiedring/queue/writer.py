@@ -295,22 +295,3 @@ class QueueWriter(WriterEnd):
                 self._published_then_interrupted(exc, seq, True, self._remote)
             raise
         return data
-
-    # --- runs -------------------------------------------------------------------------
-
-    def _settle(self, timeout: float | None) -> Deadline:
-        """The deadline of a call made while not at CHUNK: a run left mid-way is
-        aborted first (a timeout leaves the abort due); any other state refuses."""
-        runs = self._runs
-        if self._life.state is not _RUN or runs is None:
-            self._refuse()
-        deadline = Deadline.after(timeout)
-        if runs.active:
-            try:
-                self.abort_run(runs.run, "the writer was interrupted mid-message", deadline)
-            except RingTimeoutError as exc:  # still due: the next call tries again
-                if self._local is not None:
-                    raise self._ring_stalled(self._local, runs.run.seq, exc) from None
-                raise
-        self._life.enter(_CHUNK)
-        return deadline

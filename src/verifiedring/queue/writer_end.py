@@ -35,12 +35,16 @@ class WriterEnd(WriterBase):
         """End the unfinished run with ABORT (remote readers get an ABORT frame):
         its sequence number is used up. A timeout leaves the abort due. A run cut
         before its first publish is withdrawn instead (nothing sent, the number
-        unused); one whose LAST or ABORT was out (only its bookkeeping cut) is over."""
+        unused); one whose LAST or ABORT was out (only its bookkeeping cut) is over,
+        and with remote readers, whose frame of it never went, the writer is broken."""
         seq = run.seq
         run.settle()
         life = self._life
-        if not run.active and self._remote is None:  # its LAST or ABORT was out: seq used
-            life.seq = seq + 1  # plain: no call between the catch-up and it
+        if not run.active:  # its LAST or ABORT was out: seq used
+            if self._remote is not None:  # its remote frame is due: as a cut send
+                self._break_interrupted(None, f"publishing message seq {seq}",
+                                        "its run's last chunk was published")
+            life.seq = seq + 1  # plain: no call between the catch-up (or break) and it
             return
         if run.part == 0:
             run.withdraw()
@@ -70,18 +74,38 @@ class WriterEnd(WriterBase):
                 raise
         life.finish(seq + 1)
 
+    def _settle(self, timeout: float | None) -> Deadline:
+        """The deadline of a call made while not at CHUNK: a run left mid-way is
+        aborted first (a timeout leaves the abort due); any other state refuses."""
+        runs = self._runs
+        if self._life.state is not _RUN or runs is None:
+            self._refuse()
+        deadline = Deadline.after(timeout)
+        if runs.active:
+            try:
+                self.abort_run(runs.run, "the writer was interrupted mid-message", deadline)
+            except RingTimeoutError as exc:  # still due: the next call tries again
+                if self._local is not None:
+                    raise self._ring_stalled(self._local, runs.run.seq, exc) from None
+                raise
+        if self._life.state is WriterState.BROKEN:  # the abort found its frame unsent
+            self._refuse()
+        self._life.enter(_CHUNK)
+        return deadline
+
     def _local_path_raised(
         self, exc: BaseException, seq: int, local: LocalTransmitter,
         remote: RemoteTransmitter | None,
     ) -> None:
-        """Message ``seq``'s local path (one chunk) raised: mid-run, the run's ABORT is
-        due; after its publish store, ``seq`` is used up. (A run's LAST interrupted
-        after its store is the stream's: ``QueueWriter._stream``.)"""
+        """Message ``seq``'s local path (one chunk or a run) raised: mid-run, the run's ABORT is
+        due; after its publish store (a run's: its LAST's), ``seq`` is used up."""
         runs = self._runs
         if runs is not None and runs.active:
             self._life.enter(_RUN)
         elif local.published[0] == seq:
             self._published_then_interrupted(exc, seq, local.published[1], remote)
+        elif runs is not None and runs.run.ended == seq:  # a run's LAST, its frame due
+            self._published_then_interrupted(exc, seq, True, remote)
 
     def _settle_commit(self, local: LocalTransmitter) -> None:
         """A call's publish of message ``seq`` = the next one was begun and its

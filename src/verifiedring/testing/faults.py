@@ -241,8 +241,13 @@ def next_seq(writer: MessageQueue) -> int:
 
 def skip_to_seq(writer: MessageQueue, seq: int) -> None:
     """Make the writer's next message carry ``seq`` (a writer that skipped or reused
-    numbers: a defect)."""
-    _writer(writer)._life.advance(seq)
+    numbers: a defect). The record of the publish last begun is forgotten too: a
+    writer that lost count of its numbers, not one whose call an interrupt cut (whose
+    next call settles that publish)."""
+    end = _writer(writer)
+    end._life.advance(seq)
+    if end._local is not None:
+        end._local.committing = (-1, True, 0)
 
 
 def writer_transitions(writer: MessageQueue) -> set[Any]:
