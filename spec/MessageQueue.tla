@@ -128,7 +128,9 @@ CONSTANTS
                     \*     an overflow frame, before it is kept, loses it;
                     \*   "runCutBreaks": a local reader cut as it starts or
                     \*     loads a run breaks for good; "runCutHolds": cut as it
-                    \*     starts, it keeps holding the FIRST chunk
+                    \*     starts, it keeps holding the FIRST chunk;
+                    \*   "settleLocalOnly": with remote readers, a run cut
+                    \*     after its LAST's store is not over: ABORT follows
 
 ASSUME K \in Nat \ {0} /\ M \in Nat \ {0} /\ Window \in Nat \ {0}
 ASSUME PendingDesign \in {"hold", "remember", "forget"}
@@ -142,7 +144,7 @@ ASSUME CutDesign \in {"owe", "drop"}
 ASSUME MaxInterrupts \in Nat
 ASSUME OldWindow \in {"none", "abortFirst", "noSettle", "releaseLoses", "dropOwed",
                       "holdClaim", "tellCut", "frameLost", "runCutBreaks",
-                      "runCutHolds"}
+                      "runCutHolds", "settleLocalOnly"}
 
 Readers == LocalReaders \cup RemoteReaders
 HWMOf(r) == IF r \in LocalReaders THEN LocalHWM ELSE RemoteHWM
@@ -376,7 +378,9 @@ WriterAbortRun ==
        /\ pub' = Append(pub, <<"abort", nseq, CurObj, wpart>>)
        /\ wpart' = 0
        /\ wcut' = "none"
-       /\ Finish
+       /\ IF RemoteReaders # {}
+          THEN wpc' = "remoteAbort" /\ UNCHANGED <<nseq, nobj>>
+          ELSE Finish
        /\ UNCHANGED <<aborts, owed, interrupts, sockQ, lost, sendFails, rvars>>
 
 \* queue/writer.py: enqueue -> _send_all, local socket send of the
@@ -469,9 +473,7 @@ WriterInterruptedAfterPublish ==
     /\ UNCHANGED cuts
 
 \* Interrupts the code reconciles (spec/interrupts.md). Each takes one of
-\* MaxInterrupts; runs with local readers only (with a remote reader a run
-\* whose LAST went out before a cut is not modelled: spec/interrupts.md,
-\* "Still open").
+\* MaxInterrupts.
 CanInterrupt == interrupts < MaxInterrupts /\ interrupts' = interrupts + 1
 
 \* queue/flavors/run/writer.py: RunSender.abort_if_holding: an asynchronous
@@ -489,7 +491,6 @@ CanInterrupt == interrupts < MaxInterrupts /\ interrupts' = interrupts + 1
 WriterInterruptedInRun ==
     /\ MaxRunChunks >= 2
     /\ LocalReaders # {}
-    /\ RemoteReaders = {}
     /\ CanInterrupt
     /\ \/ /\ wpc = "chunk"
           /\ sent + 2 <= M
@@ -527,15 +528,22 @@ WriterInterruptedInRun ==
 \* queue/flavors/run/writer.py: RunWriter.settle (first in abort_run): the
 \* cursor's index moved past the chunk claimed last, so its publish store is
 \* out: the run moves past it (the part count); past its LAST or ABORT the run
-\* is over and its sequence number used up (no ABORT follows). "noSettle"
-\* (the code before): no catch-up.
+\* is over and its sequence number used up (no ABORT follows); with remote
+\* readers its frame (the message's, or the ABORT's) never went, so the writer
+\* is broken (WriterEnd.abort_run), as when that send is cut. "noSettle" (the
+\* code before): no catch-up; "settleLocalOnly" (the code before): with remote
+\* readers a run past its LAST or ABORT is not over: an ABORT follows it.
 WriterSettleRun ==
     /\ wpc = "runCut"
     /\ wcut # "none"
     /\ OldWindow # "noSettle"
     /\ wcut' = "none"
     /\ IF wcut \in {"last", "abort"}
-       THEN wpart' = 0 /\ Finish
+          /\ ~(OldWindow = "settleLocalOnly" /\ RemoteReaders # {})
+       THEN /\ wpart' = 0
+            /\ IF RemoteReaders # {}
+               THEN wpc' = "broken" /\ UNCHANGED <<nseq, nobj>>
+               ELSE Finish
        ELSE wpart' = wpart + 1 /\ UNCHANGED <<wpc, nseq, nobj>>
     /\ UNCHANGED <<pub, aborts, owed, interrupts, sockQ, lost, sendFails, rvars>>
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import multiprocessing as mp
 import pkgutil
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -162,3 +163,18 @@ def enumerate_scenario(
 def every(stride: int) -> Callable[[list[Point]], list[Point]]:
     """A fixed sample: every ``stride``-th point, the first among them."""
     return lambda points: points[::stride]
+
+
+def violations_at(name: str, first: str, jobs: int = 2) -> Result:
+    """The point described ``first`` (without its line number: ``shm.py entry _turn
+    #2``) tried alone, or in a ``second`` scenario with each point of the cut end's next
+    call; a point that no longer exists is an error, so a renamed site fails loudly."""
+    result = Result(name, 1)
+    for p in points_of(name):
+        if re.sub(r":\d+ ", " ", describe(p), count=1) == first:
+            seconds = _run_all(name, [(p, None, 0)], jobs, result)
+            pairs: list[Try] = [(p, q, 0) for q in seconds.get(p, [])]
+            result.points += len(pairs)
+            _run_all(name, pairs, jobs, result)
+            return result
+    raise LookupError(f"{name}: no point {first!r}")

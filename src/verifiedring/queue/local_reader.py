@@ -229,13 +229,19 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
     def _finish_interrupted_run(self) -> None:
         """Skip the rest of the run a dequeue left mid-way and raise DecodeError for
-        it; left mid-way again (an interrupt, a cancel), the state stays RUN."""
+        it; left mid-way again (an interrupt, a cancel), the state stays RUN. The error
+        is owed (stores only, as the run's record clears) before it is raised: a cut
+        after the skip leaves it to the next dequeue."""
         interrupted = self._runs.interrupted
-        if interrupted is not None:
-            err = self._runs.finish_interrupted(*interrupted)
-            self._life.enter(_IDLE)
-            raise err
-        self._life.enter(_IDLE)
+        life = self._life
+        if interrupted is None:
+            life.enter(_IDLE)
+            return
+        life.seen is None or life.saw(_OWED)  # checked if watched
+        err = self._runs.finish_interrupted(*interrupted)
+        life.owed = err
+        life.state = _OWED
+        self._pay_owed()
 
     # --- what the run asks (RunOwner) ---------------------------------------------
 

@@ -76,12 +76,17 @@ class WriterEnd(WriterBase):
 
     def _settle(self, timeout: float | None) -> Deadline:
         """The deadline of a call made while not at CHUNK: a run left mid-way is
-        aborted first (a timeout leaves the abort due); any other state refuses."""
-        runs = self._runs
-        if self._life.state is not _RUN or runs is None:
+        aborted first (a timeout leaves the abort due); one whose end is out but
+        whose call was cut before it counted the sequence number is over
+        (:meth:`abort_run`); any other state refuses."""
+        runs, life = self._runs, self._life
+        if life.state is WriterState.REMOTE_ABORT:  # its ABORT frame went, its end was cut
+            life.finish(life.seq + 1)
+            return Deadline.after(timeout)
+        if life.state is not _RUN or runs is None:
             self._refuse()
         deadline = Deadline.after(timeout)
-        if runs.active:
+        if runs.active or runs.run.ended == life.seq:  # due; or over, its end uncounted
             try:
                 self.abort_run(runs.run, "the writer was interrupted mid-message", deadline)
             except RingTimeoutError as exc:  # still due: the next call tries again
