@@ -36,8 +36,8 @@ class BuildWithSpecs(build_py):
             return
         target = Path(self.build_lib) / "verifiedring" / "testing" / "specs"
         target.mkdir(parents=True, exist_ok=True)
-        for name in trace_specs():
-            shutil.copy(ROOT / "spec" / name, target / name)
+        for rel in trace_specs():
+            shutil.copy(ROOT / "spec" / rel, target / Path(rel).name)
 
 
 setup(cmdclass={"build_py": BuildWithSpecs})

@@ -4,7 +4,7 @@ Two processes and, per method, two rings (A -> B and B -> A). Methods, in the sa
 run and interleaved sample by sample:
 
 * ``futex`` (this library): after a 1 ms spin the reader blocks on its sleep word
-  and the writer wakes it after publishing (``spec/ReaderSleep.tla``);
+  and the writer wakes it after publishing (``spec/sleep/ReaderSleep.tla``);
 * ``doubling`` (the baseline, the library before): readers made with
   ``wake_on_publish=False`` sleep, doubling from 20 us to 1 ms; the writers'
   ``wake_sleepers`` is disabled, so the busy path is the old one exactly.

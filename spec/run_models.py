@@ -9,6 +9,7 @@ Usage::
     python -m spec.run_models --traces        # also print each counterexample as a step table
     python -m spec.run_models --write-counterexamples   # regenerate spec/COUNTEREXAMPLES.md
     python -m spec.run_models --list
+    python -m spec.run_models --cfg MC_R2C2    # the cfg models.toml gives a model (none is kept)
 
 (``python spec/run_models.py ...`` works too.) TLC itself is started by
 :mod:`spec.tlc`, which also defines the result words that ``models.toml``'s
@@ -30,6 +31,7 @@ import concurrent.futures
 import dataclasses
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import threading
@@ -49,19 +51,84 @@ MODELS_FILE = SPEC_DIR / "models.toml"
 COUNTEREXAMPLES_FILE = SPEC_DIR / "COUNTEREXAMPLES.md"
 
 
+#: A TLC constant's value in models.toml: an int or bool is that TLA+ value, a string a
+#: TLA+ expression as written; "<- Op" substitutes the operator Op.
+Constant = int | bool | str
+
+
+@dataclasses.dataclass
+class Profile:
+    """What the models of one family (and one set of constants) share."""
+
+    specification: str
+    constants: dict[str, Constant]
+    invariants: list[str]
+    properties: list[str]
+    # state constraints (CONSTRAINT): a bound on the states explored
+    constraints: list[str] = dataclasses.field(default_factory=list)
+
+
 @dataclasses.dataclass
 class Model:
     name: str
+    # the root module, a path under spec/
     tla: str
-    cfg: str
-    bounds: str
+    profile: str
     expected: str
+    # what differs from the profile: the specification, constants merged over its
+    # constants, invariants / properties / constraints replacing its lists
+    specification: str | None = None
+    constants: dict[str, Constant] = dataclasses.field(default_factory=dict)
+    invariants: list[str] | None = None
+    properties: list[str] | None = None
+    constraints: list[str] | None = None
+    # what the model is (a mutant: the bug it puts back)
+    about: str = ""
     timeout: int = 150
     note: str = ""
     # runs for tens of seconds: started first
     long: bool = False
     # "standard" (make model-check) or "deep" (make model-check-all only)
     tier: str = "standard"
+    # the TLC configuration, written by load_models from the profile and the overrides
+    cfg: str = dataclasses.field(default="", init=False)
+
+    @property
+    def bounds(self) -> str:
+        """The constants that differ from the profile's, as ``Name=value`` words."""
+        return " ".join(f"{k}={_tla_value(v)}" for k, v in self.constants.items()) or "-"
+
+    @property
+    def family(self) -> str:
+        """The model family: the first folder of its root module's path."""
+        return self.tla.split("/", 1)[0]
+
+
+def _tla_value(value: Constant) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    return str(value)
+
+
+def cfg_text(model: Model, profile: Profile) -> str:
+    """The model's TLC configuration, from its profile and what it overrides."""
+    constants = {**profile.constants, **model.constants}
+    lines = [f"\\* {model.name} (generated from spec/models.toml)"]
+    if model.about:
+        lines.append(f"\\* {model.about}")
+    lines += [f"SPECIFICATION {model.specification or profile.specification}", "CONSTANTS"]
+    for name, value in constants.items():
+        text = _tla_value(value)
+        lines.append(f"    {name} {text}" if text.startswith("<-") else f"    {name} = {text}")
+    for section, names in (
+        ("INVARIANTS", profile.invariants if model.invariants is None else model.invariants),
+        ("PROPERTIES", profile.properties if model.properties is None else model.properties),
+        ("CONSTRAINTS",
+         profile.constraints if model.constraints is None else model.constraints),
+    ):
+        if names:
+            lines += [section, *(f"    {n}" for n in names)]
+    return "\n".join(lines) + "\n"
 
 
 @dataclasses.dataclass
@@ -74,10 +141,21 @@ class Outcome:
         return self.run.result == self.model.expected
 
 
-def load_models() -> list[Model]:
+def load_models() -> tuple[list[Model], dict[str, Profile]]:
+    """The models and the profiles of models.toml; an unknown profile or constant is an error."""
     with MODELS_FILE.open("rb") as f:
         data = tomllib.load(f)
-    return [Model(**m) for m in data["model"]]
+    profiles = {name: Profile(**p) for name, p in data["profile"].items()}
+    models = [Model(**m) for m in data["model"]]
+    for m in models:
+        if m.profile not in profiles:
+            raise SystemExit(f"error: {MODELS_FILE.name}: {m.name}: no profile {m.profile!r}")
+        extra = sorted(m.constants.keys() - profiles[m.profile].constants.keys())
+        if extra:
+            raise SystemExit(f"error: {MODELS_FILE.name}: {m.name}: constants {extra} "
+                             f"are not profile {m.profile!r}'s")
+        m.cfg = cfg_text(m, profiles[m.profile])
+    return models, profiles
 
 
 TIERS = ("standard", "deep")
@@ -114,13 +192,14 @@ def run_model(model: Model, workers: int, archive: SharedArchive | None = None) 
     if archive is not None and not model.long:
         cds, writes = archive.options()
         java += cds
-    run = tlc.run(
-        SPEC_DIR / model.tla,
-        SPEC_DIR / model.cfg,
-        workers=workers,
-        timeout=model.timeout,
-        java_options=java,
-    )
+    # TLC reads a cfg from its root module's folder: both go to a folder of their own,
+    # the other modules are found on the library path (every folder of spec/)
+    with tempfile.TemporaryDirectory(prefix=f"model-{model.name}-") as tmp:
+        root = Path(tmp) / Path(model.tla).name
+        shutil.copyfile(SPEC_DIR / model.tla, root)
+        cfg = Path(tmp) / f"{model.name}.cfg"
+        cfg.write_text(model.cfg)
+        run = tlc.run(root, cfg, workers=workers, timeout=model.timeout, java_options=java)
     if writes and archive is not None:
         archive.written()
     return Outcome(model, run)
@@ -246,7 +325,7 @@ def counterexamples_page(outcomes: list[Outcome]) -> str:
     for o in sorted(outcomes, key=lambda o: _page_rank(o.model.name)):
         m = o.model
         parts.append(f"\n## `{m.name}` → `{o.run.result}`\n")
-        parts.append(f"`{m.tla}` + `{m.cfg}`; bounds: {m.bounds}.\n")
+        parts.append(f"`{m.tla}`, profile `{m.profile}`; beyond it: {m.bounds}.\n")
         if m.note:
             parts.append(f"{m.note}\n")
         if o.run.trace:
@@ -322,6 +401,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="standard: every model but the deep tier (default); all: every model",
     )
     ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument(
+        "--cfg", metavar="NAME", help="print the TLC configuration models.toml gives NAME and exit"
+    )
     return ap.parse_args(argv)
 
 
@@ -361,7 +443,10 @@ def report(outcomes: list[Outcome], args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    models = load_models()
+    models, _profiles = load_models()
+    if args.cfg:
+        print(select(models, [args.cfg])[0].cfg, end="")
+        return 0
     bad_tiers = sorted({m.tier for m in models} - set(TIERS))
     if bad_tiers:
         raise SystemExit(f"error: {MODELS_FILE.name}: unknown tier(s) {bad_tiers}")

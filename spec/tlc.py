@@ -36,6 +36,9 @@ from verifiedring.testing.tlc import (
 from verifiedring.testing.tlc import run as _run
 
 SPEC_DIR = Path(__file__).resolve().parent
+#: Every folder of spec/ that holds a module: TLC's library path, so a model finds the
+#: modules it extends in any family (a trace harness extends the ring's and the queue's)
+LIBRARY = tuple(sorted({p.parent for p in SPEC_DIR.rglob("*.tla")}))
 
 
 def run(
@@ -47,13 +50,14 @@ def run(
     deadlock: bool = True,
     java_options: Sequence[str] = JAVA_OPTIONS,
 ) -> Result:
-    """:func:`verifiedring.testing.tlc.run` with this folder as TLC's module library."""
+    """:func:`verifiedring.testing.tlc.run` with spec/'s folders as TLC's module library."""
     return _run(tla, cfg, workers=workers, timeout=timeout, deadlock=deadlock,
-                library=SPEC_DIR, java_options=java_options)
+                library=LIBRARY, java_options=java_options)
 
 
 __all__ = [
     "JAVA_OPTIONS",
+    "LIBRARY",
     "MSG_BACK_TO_STATE",
     "MSG_DEADLOCK",
     "MSG_INVARIANT_VIOLATED",

@@ -14,7 +14,7 @@ unlinks it, also when a child crashed or was killed.
 ``--trace`` records the run's protocol steps in one globally ordered trace
 (:mod:`verifiedring.testing.trace`: every process's cursors share a lock and a
 mapped event log; at most ``--trace-events`` events) and then has TLC replay
-it through ``spec/RingBuffer.tla`` (``spec/TraceRingBuffer.tla``); the run
+it through ``spec/ring/RingBuffer.tla`` (``spec/trace/TraceRingBuffer.tla``); the run
 fails unless the whole trace is a behavior of the spec.
 """
 

@@ -3,7 +3,8 @@ and line, and says which row or sentence to update.
 
 1. CONTRIBUTING.md's layout table names every module of ``src/verifiedring`` and only
    paths that exist.
-2. spec/README.md's action tables: every action is an action of a spec, and its
+2. the action tables of spec/'s pages (its index, each family's README.md): every
+   action is an action of a spec, and its
    ``# spec: <Action>`` site is in exactly the file its row names; every step of
    ``steps.py`` has a row; the code names in a row (``Class.member``, ``_private``) are
    defined in that file.
@@ -36,12 +37,16 @@ from verifiedring import steps
 README = ROOT / "README.md"
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 SPEC_README = ROOT / "spec" / "README.md"
+#: spec/'s index and its families' pages (the action tables are in these)
+SPEC_PAGES = [SPEC_README, *sorted((ROOT / "spec").glob("*/README.md"))]
 DOCS = [
-    README, CONTRIBUTING, SPEC_README, ROOT / "bench" / "README.md", ROOT / "stress" / "README.md"
+    README, CONTRIBUTING, *SPEC_PAGES, ROOT / "bench" / "README.md", ROOT / "stress" / "README.md"
 ]
 SPECS = [
-    ROOT / "spec" / f"{name}.tla"
-    for name in ("RingBuffer", "ReaderSleep", "MessageQueue", "TensorArena", "ReaderWake")
+    ROOT / "spec" / family / f"{name}.tla"
+    for family, name in (("ring", "RingBuffer"), ("sleep", "ReaderSleep"),
+                         ("queue", "MessageQueue"), ("arena", "TensorArena"),
+                         ("sleep", "ReaderWake"))
 ]
 #: The next-state relation of a spec whose is not ``Next``.
 NEXT = {"ReaderWake.tla": "WakeNext"}
@@ -163,7 +168,7 @@ def test_layout_table_lists_every_module_and_only_existing_paths() -> None:
     fail_if(problems, "CONTRIBUTING.md's layout table and src/ disagree")
 
 
-# --- 2. the action tables of spec/README.md ----------------------------------------
+# --- 2. the action tables of spec/'s pages --------------------------------------------
 
 #: Actions that no code performs, by design: their rows name no code file.
 NO_CODE_SITE = {
@@ -177,7 +182,7 @@ NO_CODE_SITE = {
 
 
 def action_tables() -> list[Table]:
-    return [t for t in tables(SPEC_README) if t.header.cells[0] == "action"]
+    return [t for page in SPEC_PAGES for t in tables(page) if t.header.cells[0] == "action"]
 
 
 def code_column(table: Table) -> tuple[int, str | None]:
@@ -246,7 +251,7 @@ def test_action_tables_name_each_actions_code_site() -> None:
     listed: set[str] = set()
     found = action_tables()
     if not found:
-        problems.append("spec/README.md has no table whose first column is 'action'")
+        problems.append("spec/'s pages have no table whose first column is 'action'")
     for table in found:
         column, base = code_column(table)
         for row in table.rows:
@@ -262,8 +267,8 @@ def test_action_tables_name_each_actions_code_site() -> None:
         *steps.WAKE_STEPS,
     }
     for name in sorted(every_step - listed):
-        problems.append(f"`{name}` (steps.py) has no row in spec/README.md's action tables")
-    fail_if(problems, "spec/README.md's action tables and the code disagree")
+        problems.append(f"`{name}` (steps.py) has no row in spec/'s action tables")
+    fail_if(problems, "spec/'s action tables and the code disagree")
 
 
 def defined_names(path: Path) -> set[str]:
@@ -308,7 +313,7 @@ def test_action_tables_name_code_that_exists_in_the_named_file() -> None:
                         f"{table.where(row)}: `{span}` is not defined in `{code}`: update "
                         "that row's code column"
                     )
-    fail_if(problems, "spec/README.md's action tables name code that is not there")
+    fail_if(problems, "spec/'s action tables name code that is not there")
 
 
 # --- 3. no timings in prose ----------------------------------------------------------
@@ -347,9 +352,11 @@ SETTINGS = [
             ("verifiedring.queue.writer", "DEFAULT_LINGER", 5.0)),
     Setting("README.md", "its `linger` (5 s)", "close()'s default linger",
             ("verifiedring.queue.writer", "DEFAULT_LINGER", 5.0)),
-    Setting("spec/README.md", "`waiting.SPIN_SECONDS`, 1 ms", "the reader's spin before it blocks",
+    Setting("spec/sleep/README.md", "`waiting.SPIN_SECONDS`, 1 ms",
+            "the reader's spin before it blocks",
             ("verifiedring.waiting", "SPIN_SECONDS", 1e-3)),
-    Setting("spec/README.md", "`max_block` (5 s there)", "tests/test_reader_sleep.py's BOUND"),
+    Setting("spec/sleep/README.md", "`max_block` (5 s there)",
+            "tests/test_reader_sleep.py's BOUND"),
     Setting("stress/README.md", "60 s each", "the example's --duration 60"),
     Setting("stress/README.md", "every 5 s", "--progress's default with --duration"),
     Setting("stress/README.md", "duration + 60 s", "--time-limit's default"),

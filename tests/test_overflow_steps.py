@@ -2,7 +2,7 @@
 
 The writer (``large_objects="socket"``: an object larger than a 4 KiB chunk leaves a
 marker in the 3-chunk ring and goes as a frame on the local socket) and one local
-reader run in threads, each parked at every step of ``spec/MessageQueue.tla`` by a
+reader run in threads, each parked at every step of ``spec/queue/MessageQueue.tla`` by a
 :class:`Scheduler` until the rule named after that step grants it. A failed poll in
 the reader's ring wait parks it too (:class:`RingGate`), so the writer publishes a
 marker and sends its frame while the reader waits; the reader drains the frame

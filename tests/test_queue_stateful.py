@@ -11,7 +11,7 @@ object. The model predicts, step by step, whether each call succeeds and
 what it returns; the teardown drains both readers and compares the complete
 delivered sequences (content, order, count) with what was sent. After every
 step the machines check the spec's invariants on the real ends
-(``@invariant``, named after ``spec/MessageQueue.tla``'s); each machine's
+(``@invariant``, named after ``spec/queue/MessageQueue.tla``'s); each machine's
 TestCase checks, when its examples are done, that every action it drives fired
 at least its floor of times (it fails, never skips).
 
@@ -88,7 +88,7 @@ class _Fired:
 
 
 class QueueMachine(RuleBasedStateMachine):
-    """Rules with spec names drive those actions of ``spec/MessageQueue.tla`` (and the
+    """Rules with spec names drive those actions of ``spec/queue/MessageQueue.tla`` (and the
     ones listed with them in ``ACTIONS``); lower-case rules act on the environment."""
 
     #: The spec actions each rule drives, its own name first; ``__init__`` runs the

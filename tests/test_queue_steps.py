@@ -2,7 +2,7 @@
 
 The writer (``large_objects="stream"``) and one local reader run in their own
 threads over a 3-chunk ring of 64 KiB chunks; a :class:`Scheduler`, installed as
-both ends' QueueObserver, parks each at every step of ``spec/MessageQueue.tla``
+both ends' QueueObserver, parks each at every step of ``spec/queue/MessageQueue.tla``
 until a rule named after that step grants it (and between calls, until a
 lower-case rule hands it the next ``enqueue`` or ``dequeue``). So the reader reads
 a run's chunks while the writer is still writing it, the writer waits on a full

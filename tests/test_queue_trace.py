@@ -1,6 +1,6 @@
 """Trace validation of the message queue: TLC checks that recorded multiprocess runs
 of the real queue (writer here, 2 local and 1 remote reader spawned) are behaviors of
-``spec/MessageQueue.tla``, and that runs of broken queues and tampered traces are not.
+``spec/queue/MessageQueue.tla``, and that runs of broken queues and tampered traces are not.
 
 Each event carries the object number computed from the object the step published or
 delivered (not from the protocol's headers), so the replay checks that every reader

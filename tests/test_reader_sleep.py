@@ -1,4 +1,4 @@
-"""Idle readers sleep on their sleep word and the writer wakes them (spec/ReaderSleep.tla).
+"""Idle readers sleep on their sleep word and the writer wakes them (spec/sleep/ReaderSleep.tla).
 
 The lost-wakeup tests place the writer's publish exactly in the two windows a
 lost wake-up needs, with observers that hold one side at a step until the other

@@ -1,7 +1,7 @@
 """The remote reader, one spec action per rule, writer and reader concurrent.
 
 The writer (no local reader) and a remote reader (loopback, CurveZMQ) in threads, each
-parked at every step of ``spec/MessageQueue.tla`` until the rule named after it grants
+parked at every step of ``spec/queue/MessageQueue.tla`` until the rule named after it grants
 it; a window of 1, 2 or 8 (8: an acknowledgement every second message, or when no frame
 is queued). The writer waits for credit, the reader for a frame: socket polls, outside
 every step (:class:`PollsSeen`). ``close()`` ends each example (``WriterShutdown``, a wait

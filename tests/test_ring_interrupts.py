@@ -3,7 +3,7 @@ store, or at its very entry.
 
 CPython delivers one (KeyboardInterrupt, a signal handler's exception) where it
 checks for pending calls: at a fence call's return (FW3, FW4) or at the back edge
-of the read-flag loop. ``spec/RingBuffer.tla`` models each as a ``WriterAbort`` in
+of the read-flag loop. ``spec/ring/RingBuffer.tla`` models each as a ``WriterAbort`` in
 the ``"flags"``/``"publish"`` states: the chunk stays unpublished with some flags
 cleared, the index stays, and the next write reuses the chunk. An observer that
 raises before a step lands the exception at exactly those points.

@@ -1,6 +1,6 @@
 """The real ShmRingBuffer, interleaved step by step, checked against the spec's invariants.
 
-``RingMachine`` has one hypothesis rule per action of ``spec/RingBuffer.tla``
+``RingMachine`` has one hypothesis rule per action of ``spec/ring/RingBuffer.tla``
 (the names in :mod:`verifiedring.steps`). The writer and each reader run the
 real cursors (``with writer.acquire_write()`` / ``with reader.acquire_read()``)
 in their own threads; a :class:`~verifiedring.testing.scheduler.Scheduler`
@@ -24,7 +24,7 @@ stores nothing and is retried, so it is a stutter and would only eat the
 example's step budget (unit tests pin what a failed poll does). So is a
 reader's, in a run whose readers never stop spinning; in a run whose readers
 spin for no time (``sleepy``, half the runs) it is not: their wait goes to sleep
-at once (``spec/ReaderSleep.tla``: ReaderAnnounceSleep, the
+at once (``spec/sleep/ReaderSleep.tla``: ReaderAnnounceSleep, the
 re-check, ReaderBlock, ReaderEndSleep; the writer's WriterCheckSleep,
 WriterClearSleep, WriterWake after every publish). A ReaderBlock granted while
 the reader's sleep word is 1 really blocks in the futex, so the rule does not
@@ -396,7 +396,7 @@ class RingMachine(RuleBasedStateMachine):
         k = data.draw(st.sampled_from(self.readers_at(READER_EXIT_CUT)), label="reader")
         self._grant(reader_actor(k), READER_EXIT_CUT)
 
-    # -- sleep rules (spec/ReaderSleep.tla) -------------------------------------------
+    # -- sleep rules (spec/sleep/ReaderSleep.tla) -------------------------------------------
 
     @precondition(lambda self: self.readers_at(READER_ANNOUNCE_SLEEP))
     @rule(data=st.data())
@@ -450,7 +450,7 @@ class RingMachine(RuleBasedStateMachine):
             if self.reader(k).pending != (READER_END_SLEEP,):
                 self.fail(f"reader {k} woke at {self.reader(k).pending}, not at ReaderEndSleep")
 
-    # -- invariants (spec/RingBuffer.tla, "safety") ------------------------------------
+    # -- invariants (spec/ring/RingBuffer.tla, "safety") ------------------------------------
 
     @invariant()
     def type_ok(self) -> None:

@@ -1,6 +1,6 @@
 """One name per protocol step: steps.py == spec actions == `# spec:` sites == machine rules.
 
-For the ring (``spec/RingBuffer.tla``) and the queue (``spec/MessageQueue.tla``): the
+For the ring (``spec/ring/RingBuffer.tla``) and the queue (``spec/queue/MessageQueue.tla``): the
 names in ``steps.py`` are exactly the spec's actions; each has exactly one ``# spec:``
 site in its code; the stateful machines' rules (read from the test sources, not
 imported) drive every action.
@@ -18,10 +18,10 @@ from verifiedring import steps
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "verifiedring"
-RING_SPEC = ROOT / "spec" / "RingBuffer.tla"
-QUEUE_SPEC = ROOT / "spec" / "MessageQueue.tla"
-SLEEP_SPEC = ROOT / "spec" / "ReaderSleep.tla"
-WAKE_SPEC = ROOT / "spec" / "ReaderWake.tla"
+RING_SPEC = ROOT / "spec" / "ring" / "RingBuffer.tla"
+QUEUE_SPEC = ROOT / "spec" / "queue" / "MessageQueue.tla"
+SLEEP_SPEC = ROOT / "spec" / "sleep" / "ReaderSleep.tla"
+WAKE_SPEC = ROOT / "spec" / "sleep" / "ReaderWake.tla"
 RING_CODE = [SRC / "cursors.py", SRC / "leases.py"]
 WAKE_CODE = [SRC / "cursors.py", SRC / "cursor_base.py"]
 QUEUE_CODE = sorted((SRC / "queue").rglob("*.py"))
@@ -191,7 +191,7 @@ def test_step_machine_rules_fire_one_action_each(test_file: str, machine: str) -
     assert actions == {r: (r,) for r in protocol_rules}
 
 
-ARENA_SPEC = ROOT / "spec" / "TensorArena.tla"
+ARENA_SPEC = ROOT / "spec" / "arena" / "TensorArena.tla"
 ARENA_CODE = [SRC / "arena.py"]
 
 

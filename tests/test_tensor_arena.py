@@ -328,7 +328,7 @@ def _in_a_forked_child(body: Callable[[], None], bound: float = T) -> int:
 def test_a_forked_child_dropping_its_copy_of_a_view_does_not_release_the_parents(
     group: Any
 ) -> None:
-    """spec/MCTensorArenaFork_Release: a child forked from a reader's process inherits
+    """MCTensorArenaFork_Release (spec/arena/): a child forked from a reader's process inherits
     its tensors; freeing them ran the finalizer in the child, which cleared the owes
     byte the parent shares, while the parent still viewed the slot: the writer could
     then overwrite the parent's live tensor. The child now stores nothing."""
@@ -353,7 +353,7 @@ def test_a_forked_child_dropping_its_copy_of_a_view_does_not_release_the_parents
 def test_a_forked_child_does_not_hang_on_a_lock_another_thread_held_at_the_fork(
     group: Any
 ) -> None:
-    """spec/MCTensorArenaFork_Lock: a thread of the parent (a view's finalizer, here
+    """MCTensorArenaFork_Lock (spec/arena/): a thread of the parent (a view's finalizer, here
     paused at its fence) held the reader's lock at the fork; that thread does not exist
     in the child, whose first arena step then waited for ever. The child's reader now
     has a lock of its own."""

@@ -4,8 +4,8 @@ behaviors of the spec, and that runs of broken rings and tampered traces are not
 A writer and its readers run in separate spawned processes
 (:func:`verifiedring.testing.trace_runs.record_run`); their cursors share one
 :class:`~verifiedring.testing.trace.TraceRecorder` log and lock, so the trace is
-the order in which the steps happened. ``spec/TraceRingBuffer.tla`` replays it
-through ``spec/RingBuffer.tla``'s actions: each event must be the actor's next
+the order in which the steps happened. ``spec/trace/TraceRingBuffer.tla`` replays it
+through ``spec/ring/RingBuffer.tla``'s actions: each event must be the actor's next
 step on its chunk, with the recorded flag bytes, and every reader must load the
 sequence number the writer filled into that chunk; the spec's safety invariants
 are checked in every replayed state. The verdict's result word says which

@@ -6,7 +6,7 @@ arena, as in vLLM) owns one more segment of ``n_slots`` slots of
 ``slot_bytes`` each. Per slot it holds ``seq`` and ``gen`` (u64: the message
 and the claim that filled it) and one *owes* byte per local reader (1: that
 reader may still view the slot): the byte layout and who stores each byte are
-:class:`~verifiedring.layout.ArenaLayout`'s. ``spec/TensorArena.tla`` is the model;
+:class:`~verifiedring.layout.ArenaLayout`'s. ``spec/arena/TensorArena.tla`` is the model;
 the ``# spec:`` comments name its actions.
 
 * Writer (:class:`ArenaWriter`, inside ``Serializer.dumps``): a tensor that
@@ -27,7 +27,7 @@ the ``# spec:`` comments name its actions.
   slot it does not view whose message it has consumed (one that failed to
   decode; at close, any). A finalizer runs in whatever thread frees the
   storage: releases, sweeps and a view's registration take the reader's lock.
-* Memory order (``spec/TensorArenaRelaxed.tla``): the ring publishes the
+* Memory order (``spec/arena/TensorArenaRelaxed.tla``): the ring publishes the
   message after the writer's stores above and the reader loads the slot after
   taking it (the ring's fences order them); a fence precedes each release
   store (FA3: the view's loads before it; FA2 in the sweep) and follows the
@@ -223,7 +223,8 @@ def _forked_readers_store_nothing() -> None:
     """In a process just forked: each inherited arena reader gets a fresh lock (a thread
     of the parent may have held it at the fork: it would never be released here) and
     stores nothing from now on (its finalizers, sweeps and close would clear the
-    parent's owes bytes while the parent views the slots: ``spec/MCTensorArenaFork``)."""
+    parent's owes bytes while the parent views the slots: ``MCTensorArenaFork`` in
+    ``spec/arena/``)."""
     for reader in list(_READERS):
         reader._lock = threading.RLock()
         reader._inherited = True
@@ -240,7 +241,7 @@ class ArenaReader(_Arena):
     ``_viewed``/``_bases`` and this reader's owes bytes -- a release (a view's
     death), the sweep of :meth:`begin`/:meth:`close`, a view's
     registration in :meth:`rebuild` -- runs under one lock, each one step
-    (``spec/TensorArena.tla``, ``ReleaseDesign = "locked"``): a release either finds
+    (``spec/arena/TensorArena.tla``, ``ReleaseDesign = "locked"``): a release either finds
     its view still the slot's current one and stores 0, or does nothing. The lock
     is reentrant: a collection inside a step may run a finalizer in that thread.
     """

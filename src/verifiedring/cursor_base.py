@@ -2,9 +2,9 @@
 
 :class:`RingViews`, the views of one mapped segment that the ring hands its
 cursors; the index and hold state of one side; what each side says about a wait
-(its stall text, its timeout). The one-message steps of ``spec/RingBuffer.tla``
-and ``spec/ReaderSleep.tla`` are :mod:`.cursors`'s; the wake-every-reader steps
-of ``spec/ReaderWake.tla`` are here, beside the state they clear:
+(its stall text, its timeout). The one-message steps of ``spec/ring/RingBuffer.tla``
+and ``spec/sleep/ReaderSleep.tla`` are :mod:`.cursors`'s; the wake-every-reader steps
+of ``spec/sleep/ReaderWake.tla`` are here, beside the state they clear:
 :meth:`WriterSide.wake_all` (WriterWakeAllClear, WriterWakeAllWake, after a
 SHUTDOWN, a BROKEN or a wake-up that raised) and :meth:`ReaderSide.cut_sleep`
 (CutterSetStop, CutterClearSleep, CutterWake).
@@ -148,7 +148,7 @@ class WriterSide(Cursor):
 
     def wake_all(self) -> None:
         """For each reader in order, clear its sleep word, then wake it: a blocked
-        reader runs and re-checks, a wait about to block returns (``spec/ReaderWake.tla``:
+        reader runs and re-checks, a wait about to block returns (``spec/sleep/ReaderWake.tla``:
         after SHUTDOWN or BROKEN is sent, and when the wake-up after a publish raised)."""
         words = self._sleep_words
         for r, address in enumerate(self._sleep_addresses):
@@ -231,7 +231,7 @@ class ReaderSide(Cursor):
     def cut_sleep(self, stop: Callable[[], None] | None = None) -> None:
         """End this reader's block now, from another thread (``shutdown()``, the writer
         watch, vLLM's ``cancel``): first ``stop()`` stores what the woken reader is to
-        see, then the word is cleared, then it is woken (``spec/ReaderWake.tla``). The
+        see, then the word is cleared, then it is woken (``spec/sleep/ReaderWake.tla``). The
         reader re-checks as after a timeout and sees what ``stop`` stored; the clear
         before the wake makes a cut landing between the re-check and the block end it
         too (the futex waits only while the word is 1). A signal at ``stop``'s return

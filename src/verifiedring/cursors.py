@@ -1,6 +1,6 @@
 """The ring's two sides: :class:`WriterCursor` and :class:`ReaderCursor`.
 
-Algorithm (model: ``spec/RingBuffer.tla``; layout: :mod:`verifiedring.layout`)
+Algorithm (model: ``spec/ring/RingBuffer.tla``; layout: :mod:`verifiedring.layout`)
 ------------------------------------------------------------------------------
 Each side keeps its own chunk index; neither ever reads the other's index.
 Every row is one load or one store of a flag byte, one spec action, and one
@@ -20,7 +20,7 @@ Writer, one message, at chunk ``i = windex``::
     WriterPublish        written[i] = 1; windex = (i + 1) % max_chunks
     (WriterAbort         the caller raised: stop after WriterFillPayload;
                          chunk i stays unpublished and is reused next)
-    wake_sleepers (model: spec/ReaderSleep.tla), after every WriterPublish:   FS2
+    wake_sleepers (model: spec/sleep/ReaderSleep.tla), after every WriterPublish:   FS2
     WriterCheckSleep     load every sleep word (one copy and compare)
     WriterClearSleep     a word seen 1: store it = 0, then
     WriterWake           futex wake on it
@@ -32,7 +32,7 @@ Reader ``k``, at chunk ``i = rindex``::
     ReaderReadPayload    the caller loads the payload of chunk i          FR2
     ReaderRelease        read[i][k] = 1; rindex = (i + 1) % max_chunks
                          (also when the caller raised: the writer never stalls)
-    sleep (model: spec/ReaderSleep.tla), once a wait outlasts its spin:
+    sleep (model: spec/sleep/ReaderSleep.tla), once a wait outlasts its spin:
     ReaderAnnounceSleep  sleep[k] = 1                                     FS1
                          the re-check: poll() (ReaderPollReadFlag, ReaderPollWritten)
     ReaderBlock          the re-check failed: futex wait while sleep[k] == 1
@@ -44,7 +44,7 @@ fence between (FS1, FS2). So either the reader's re-check sees the message or
 the writer sees the word and wakes it; the futex blocks only while the word is
 still 1, so a wake between the re-check and the block is not lost (TLC:
 ``NoLostWakeupInv``, ``EveryMessageReadProp`` with no timeout action). An exception
-in the wake-up wakes every reader (``spec/ReaderWake.tla``): those steps, and the
+in the wake-up wakes every reader (``spec/sleep/ReaderWake.tla``): those steps, and the
 cut of one reader's block, are :mod:`.cursor_base`'s (``wake_all``, ``cut_sleep``).
 
 The reader loads its own flag before ``written``: in the other order a stale
@@ -52,7 +52,7 @@ The reader loads its own flag before ``written``: in the other order a stale
 the writer, lets a reader consume a chunk before ``WriterPublish`` (TLC:
 ``PublishedBeforeReadInv``). The writer's read-flag loads are safe one at a
 time because a read flag only goes 0 -> 1 while the writer waits. The invariants
-TLC checks for these steps, with models and bounds: ``spec/README.md``.
+TLC checks for these steps, with models and bounds: ``spec/ring/README.md``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ store never tears and the kernel's futex can wait on it):
   reader k (1 and 0; 0 also from another thread of its process, its
   ``shutdown()``, just before waking it) and by the writer (0 only).
 
-Arena segment (:mod:`verifiedring.arena`, model ``spec/TensorArena.tla``)
+Arena segment (:mod:`verifiedring.arena`, model ``spec/arena/TensorArena.tla``)
 ---------------------------------------------------------------------------
 ::
 

@@ -9,7 +9,7 @@ at the entry of a Python function, ``__exit__`` too, and the with-statement's ex
 then skipped whole. The lease is the with-statement's own object: nothing else refers to
 it, so with its exit skipped it dies holding the chunk while that exception unwinds, and
 its ``__del__`` does what the exit would have: the writer's chunk is left unpublished,
-the reader's released (``spec/RingBuffer.tla``: WriterExitCut, ReaderExitCut). A lease
+the reader's released (``spec/ring/RingBuffer.tla``: WriterExitCut, ReaderExitCut). A lease
 kept in a variable dies with the variable; until then its cursor refuses to acquire.
 """
 

@@ -1,7 +1,7 @@
 """Memory ordering for the flag protocol: the one vocabulary used at every flag access.
 
 The protocol's orderings, one ``fence()`` call each in :mod:`verifiedring.cursors`
-(``spec/README.md``, "Fences", says which the relaxed-memory model shows necessary)::
+(``spec/ring/README.md``, "Fences", says which the relaxed-memory model shows necessary)::
 
     FW1  writer: the loads of WriterPollWritten/WriterPollReadFlag -> every later store
     FW2  writer: WriterClearWritten's store     -> payload stores
@@ -13,7 +13,7 @@ The protocol's orderings, one ``fence()`` call each in :mod:`verifiedring.cursor
     FS1  reader: ReaderAnnounceSleep's store    -> the re-check's loads
     FS2  writer: WriterPublish's store          -> WriterCheckSleep's loads
 
-FS1 and FS2 (the idle reader's sleep, ``spec/ReaderSleep.tla``) are the one
+FS1 and FS2 (the idle reader's sleep, ``spec/sleep/ReaderSleep.tla``) are the one
 store -> load pair: x86 keeps every other ordering above without a barrier, but
 not these (the store-buffering litmus), so there the fence is a real ``mfence``.
 

@@ -1,6 +1,6 @@
 """A ring reader's pace: how long its waits spin and when its blocks end, from how its
 recent waits ended. Spinning is polling: the pace changes no step of the protocol
-(``spec/ReaderSleep.tla``), only when a reader sleeps and when it polls.
+(``spec/sleep/ReaderSleep.tla``), only when a reader sleeps and when it polls.
 
 * A wait spins ``longest`` seconds (``waiting.SPIN_SECONDS``). Once ``LATE_WAITS``
   waits in a row had their message come later than that after they began (a step

@@ -1,7 +1,7 @@
 """ShmRingBuffer: one writer, ``n_reader`` readers, a fixed ring of chunks.
 
 The segment's bytes are :mod:`verifiedring.layout`'s; the protocol, step by
-step beside ``spec/RingBuffer.tla``, is :mod:`verifiedring.cursors`'s. An
+step beside ``spec/ring/RingBuffer.tla``, is :mod:`verifiedring.cursors`'s. An
 instance plays one role and hands out that role's cursor. The segment is
 created under a room policy (:mod:`verifiedring.reservation`): by default sparse
 but for its metadata and each chunk's first page, the writer reserving the rest

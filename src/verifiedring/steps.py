@@ -4,19 +4,19 @@ Every shared-memory access of the ring protocol, and every step of the message
 queue and of the tensor arena that a peer can see, is one *step*. Each step has
 exactly one name, used verbatim as:
 
-* the TLA+ action in its spec: ``spec/RingBuffer.tla`` (:data:`ALL_STEPS`),
-  ``spec/ReaderSleep.tla`` (:data:`SLEEP_STEPS`), ``spec/MessageQueue.tla``
-  (:data:`QUEUE_STEPS`), ``spec/TensorArena.tla`` (:data:`ARENA_STEPS`);
+* the TLA+ action in its spec: ``spec/ring/RingBuffer.tla`` (:data:`ALL_STEPS`),
+  ``spec/sleep/ReaderSleep.tla`` (:data:`SLEEP_STEPS`), ``spec/queue/MessageQueue.tla``
+  (:data:`QUEUE_STEPS`), ``spec/arena/TensorArena.tla`` (:data:`ARENA_STEPS`);
 * the ``# spec: <Name>`` comment at its one code site: ``cursors.py`` for the ring
   and sleep steps, the modules of :mod:`verifiedring.queue` for the queue's,
-  ``arena.py`` for the arena's (``spec/README.md``'s action tables name the file of
+  ``arena.py`` for the arena's (the action tables of spec/'s family pages name the file of
   each);
 * for the ring and the queue, the hypothesis rule that drives it
   (``tests/test_ring_stateful.py``, ``tests/test_queue_stateful.py``) and the
   ``action`` of a trace event (:class:`StepObserver`, :class:`QueueObserver`).
 
 ``tests/test_step_names.py`` checks that these agree, ``tests/test_docs.py`` that the
-action tables of ``spec/README.md`` name the file of each code site.
+action tables of spec/'s family pages name the file of each code site.
 
 A :class:`StepObserver` installed on a cursor sees every step before and after
 it runs. With no observer installed a step costs one ``is None`` test.
@@ -61,10 +61,10 @@ READER_STEPS: Final = (
 )
 ALL_STEPS: Final = WRITER_STEPS + READER_STEPS
 
-# Sleep-protocol steps (``spec/ReaderSleep.tla``; code sites in ``cursors.py``). A
+# Sleep-protocol steps (``spec/sleep/ReaderSleep.tla``; code sites in ``cursors.py``). A
 # reader that outlasts its spin sleeps on its sleep word; the writer, after each
 # WriterPublish, wakes the readers whose word it finds 1. Not in ALL_STEPS: the ring's
-# trace validation (``spec/TraceRingBuffer.tla``) replays only RingBuffer.tla's steps.
+# trace validation (``spec/trace/TraceRingBuffer.tla``) replays only RingBuffer.tla's steps.
 READER_ANNOUNCE_SLEEP: Final = "ReaderAnnounceSleep"  # store own sleep word = 1 (then FS1)
 READER_BLOCK: Final = "ReaderBlock"  # re-check failed: futex wait while own word == 1
 READER_END_SLEEP: Final = "ReaderEndSleep"  # store own sleep word = 0
@@ -81,7 +81,7 @@ SLEEP_STEPS: Final = (
     WRITER_WAKE,
 )
 
-# The idle reader's other wake sources (``spec/ReaderWake.tla``; code sites in
+# The idle reader's other wake sources (``spec/sleep/ReaderWake.tla``; code sites in
 # ``cursor_base.py`` and ``cursors.py``): no observer sees them.
 CUTTER_SET_STOP: Final = "CutterSetStop"  # cut_sleep's caller stores what the reader sees
 CUTTER_CLEAR_SLEEP: Final = "CutterClearSleep"  # cut_sleep: the reader's word = 0
@@ -125,7 +125,7 @@ class StepObserver(Protocol):
     def after_step(self, actor: str, action: str, chunk: int, reader: int | None) -> None: ...
 
 
-# Message-queue steps (``spec/MessageQueue.tla``; code sites in ``verifiedring.queue``).
+# Message-queue steps (``spec/queue/MessageQueue.tla``; code sites in ``verifiedring.queue``).
 WRITER_HANDSHAKE: Final = "WriterHandshake"  # every subscription seen, then READY
 WRITER_PUBLISH_CHUNK: Final = "WriterPublishChunk"  # the object inline, or its overflow marker
 WRITER_PUBLISH_RUN_CHUNK: Final = "WriterPublishRunChunk"  # FIRST, MORE or LAST of a run
@@ -230,7 +230,7 @@ class QueueObserver(Protocol):
     ) -> None: ...
 
 
-# Tensor-arena steps (``spec/TensorArena.tla``; code sites in ``arena.py``). The spec's
+# Tensor-arena steps (``spec/arena/TensorArena.tla``; code sites in ``arena.py``). The spec's
 # Queue* actions are the queue's own steps, not the arena's.
 ARENA_CLAIM: Final = "ArenaClaim"  # a free (or never published) slot: seq, gen, owes = 1
 ARENA_COPY: Final = "ArenaCopy"  # the tensor's bytes into the slot: the one copy

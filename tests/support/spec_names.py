@@ -1,7 +1,7 @@
 """Reading spec action names and their ``# spec:`` code sites (no imports of the code).
 
 Shared by ``tests/test_step_names.py`` (steps.py, spec actions, code sites and machine
-rules agree) and ``tests/test_docs.py`` (spec/README.md's action tables agree with them).
+rules agree) and ``tests/test_docs.py`` (the action tables of spec/'s pages agree with them).
 """
 
 from __future__ import annotations

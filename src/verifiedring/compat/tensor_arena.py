@@ -1,7 +1,7 @@
 """vLLM's ``ShmTensorArena`` surface, a thin adapter over :mod:`verifiedring.arena`.
 
 vLLM's names, with verifiedring's arena underneath (its layout, its per-slot
-``seq``/``gen`` claim and its owes bytes, ``spec/TensorArena.tla``):
+``seq``/``gen`` claim and its owes bytes, ``spec/arena/TensorArena.tla``):
 
 * ``ShmTensorArena(n_reader, slot_bytes, n_slots)`` makes a writer arena (a new
   segment; each ``write_tensor`` is its own published message);

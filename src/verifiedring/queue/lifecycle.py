@@ -1,4 +1,4 @@
-"""The states of a queue end, named after ``spec/MessageQueue.tla``'s ``wpc`` and ``rpc``.
+"""The states of a queue end, named after ``spec/queue/MessageQueue.tla``'s ``wpc`` and ``rpc``.
 
 Each value is the spec's word for it; the code adds only what the spec leaves
 out (``closed``: ``close()`` was called; a reader's ``cancelled``: ``shutdown()``

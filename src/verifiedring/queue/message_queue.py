@@ -9,7 +9,7 @@ All three are subclasses of :class:`MessageQueue`, so ``isinstance`` and the
 vLLM-shaped calls work on each; a call that belongs to another role raises
 :class:`MisuseError`.
 
-Protocol (model: ``spec/MessageQueue.tla``; wire format: :mod:`.wire`)
+Protocol (model: ``spec/queue/MessageQueue.tla``; wire format: :mod:`.wire`)
 -----------------------------------------------------------------------
 * **Local readers** read every message from the ring. An object whose
   encoding fits a chunk (:meth:`RingLayout.fits`) is stored there whole; a

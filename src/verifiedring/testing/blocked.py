@@ -10,7 +10,7 @@ message, a writer waiting for room) waits for that state instead of sleeping
   failed), and the kernel has it asleep (not spinning, not running);
 * a ring reader, in this process or another (:class:`ReaderAsleep`): its sleep word
   is 1 (it announced its sleep: it is between ReaderAnnounceSleep and ReaderEndSleep,
-  ``spec/ReaderSleep.tla``) and, given its process id, that process's main thread
+  ``spec/sleep/ReaderSleep.tla``) and, given its process id, that process's main thread
   is asleep in the kernel.
 
 The state must be seen twice in a row, ``SETTLE`` apart, and for a thread in the same

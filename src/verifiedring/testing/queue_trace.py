@@ -1,4 +1,4 @@
-"""Trace validation of real multiprocess message-queue runs against ``spec/MessageQueue.tla``.
+"""Trace validation of real multiprocess message-queue runs against ``spec/queue/MessageQueue.tla``.
 
 The writer (this process) and its local and remote readers (spawned processes)
 each install a :class:`QueueRecorder` as their queue end's
@@ -13,7 +13,7 @@ reader handed the wrong bytes is caught even when the protocol's headers agree),
 -1 for a :class:`~verifiedring.errors.DecodeError`.
 
 :func:`validate_queue` has TLC replay the events through
-``spec/TraceMessageQueue.tla``; :func:`~verifiedring.testing.queue_runs.record_queue_run`
+``spec/trace/TraceMessageQueue.tla``; :func:`~verifiedring.testing.queue_runs.record_queue_run`
 is the traced harness
 in :mod:`~verifiedring.testing.queue_runs`.
 """

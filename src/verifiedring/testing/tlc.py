@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -38,13 +39,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 #: The spec modules the trace replays need (``setup.py`` ships these as package data).
+#: Each is a path under the repository's ``spec/``; a wheel holds them by file name.
 TRACE_SPECS = (
-    "RingBuffer.tla",
-    "TraceRingBuffer.tla",
-    "MCTrace.tla",
-    "MessageQueue.tla",
-    "TraceMessageQueue.tla",
-    "MCTraceMQ.tla",
+    "ring/RingBuffer.tla",
+    "trace/TraceRingBuffer.tla",
+    "trace/MCTrace.tla",
+    "queue/MessageQueue.tla",
+    "trace/TraceMessageQueue.tla",
+    "trace/MCTraceMQ.tla",
 )
 _PACKAGED = Path(__file__).resolve().parent / "specs"
 _CHECKOUT = Path(__file__).resolve().parents[3] / "spec"  # src/verifiedring/testing/../../..
@@ -115,10 +117,11 @@ def find_java() -> str:
 
 
 def spec_file(name: str) -> Path:
-    """The path of the trace-replay spec module ``name`` (one of :data:`TRACE_SPECS`):
-    the wheel's copy, else the checkout's; :class:`TLCError` if neither has it."""
-    for folder in (_PACKAGED, _CHECKOUT):
-        path = folder / name
+    """The path of the trace-replay spec module ``name`` (the file name of one of
+    :data:`TRACE_SPECS`): the wheel's copy, else the checkout's; :class:`TLCError` if
+    neither has it."""
+    in_checkout = [_CHECKOUT / rel for rel in TRACE_SPECS if Path(rel).name == name]
+    for path in (_PACKAGED / name, *in_checkout):
         if path.is_file():
             return path
     raise TLCError(f"{name}: not in {_PACKAGED} (a wheel's specs) nor in {_CHECKOUT} (a checkout)")
@@ -228,11 +231,11 @@ def run(
     workers: int = 1,
     timeout: float = 150,
     deadlock: bool = True,
-    library: Path | None = None,
+    library: Sequence[Path] = (),
     java_options: Sequence[str] = JAVA_OPTIONS,
 ) -> Result:
     """Check ``tla`` with ``cfg`` (both in one folder; TLC runs in that folder). The
-    modules ``tla`` extends are looked for there and in ``library`` (default: that folder).
+    modules ``tla`` extends are looked for there and in the ``library`` folders.
 
     ``deadlock=False`` passes ``-deadlock`` (do not report deadlocks; trace validation
     ends in a state with no successor by design). ``java_options`` replace the
@@ -247,7 +250,7 @@ def run(
             java,
             *java_options,
             "-Xss8m",
-            f"-DTLA-Library={library or tla.parent}",
+            f"-DTLA-Library={os.pathsep.join(str(p) for p in (tla.parent, *library))}",
             "-Djava.io.tmpdir=" + tmp,
             "-cp",
             str(jar),

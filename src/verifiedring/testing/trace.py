@@ -19,7 +19,7 @@ verdict cannot change). Once the log is full, recording stops; the run goes on.
 
 :func:`validate` has TLC replay the events (:func:`~verifiedring.testing.replay.replay`)
 through ``RingBuffer.tla``, ``TraceRingBuffer.tla`` and ``MCTrace.tla``; see
-``spec/TraceRingBuffer.tla`` for what the replay requires. The verdict names the
+``spec/trace/TraceRingBuffer.tla`` for what the replay requires. The verdict names the
 first requirement an event failed and that event.
 
 :func:`verifiedring.testing.trace_runs.record_run` is a traced run of the test

@@ -2,7 +2,7 @@
 
 ``enable_shm_tensor_arena=True`` with every reader local (as vLLM's). The
 serializer copies a contiguous CPU tensor once into a free arena slot and
-pickles a stub (:mod:`verifiedring.arena`, ``spec/TensorArena.tla``); the
+pickles a stub (:mod:`verifiedring.arena`, ``spec/arena/TensorArena.tla``); the
 message itself goes inline, as an overflow frame or as a run, as any other.
 The writer half is :func:`arena_writer`; the reader half is an
 :class:`~verifiedring.arena.ArenaReader` that the local reader points at each

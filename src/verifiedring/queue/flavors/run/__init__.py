@@ -16,7 +16,7 @@ claimed). Its memory does not grow with the object beyond one chunk and the
 pickler's 64 KiB frame. The reader half (:mod:`.reader`) unpickles straight out
 of the chunks (:class:`RunReader` is the unpickler's file) and releases each
 chunk once its bytes are consumed, so an object may be larger than the whole
-ring. ``spec/MessageQueue.tla`` models the run:
+ring. ``spec/queue/MessageQueue.tla`` models the run:
 
 * ``WriterPublishRunChunk`` -- :meth:`RunWriter._publish` (FIRST, MORE, LAST);
 * ``WriterAbortRun`` -- :meth:`RunWriter.abort`: pickling raised after some
