@@ -34,6 +34,7 @@ each found by the enumeration (``tests/interrupts``); each test failed before it
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from types import CodeType
 from typing import Any
@@ -323,3 +324,37 @@ def test_a_second_interrupt_right_after_a_due_abort_sends_no_second_abort(
     _cut_at_entry(lambda: w.enqueue(BIG["m2"], timeout=T), RunWriter._end.__code__)
     w.enqueue(BIG["m3"], timeout=T)
     assert [_streamed(r) for _ in range(3)] == [b"m0", ("aborted", 1), b"m3"]
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_run_cut_right_after_its_first_publish_in_a_one_chunk_ring_is_aborted_next() -> None:
+    """In a ring of one chunk the run's next chunk is the same chunk: its catch-up tells
+    the publish by the chunk's written flag, not by the ring index (which comes back to
+    it). Before, the due ABORT went out as part 0 and the reader broke for good."""
+    w = MessageQueue(1, 1, [0], max_chunk_bytes=4096, max_chunks=1, large_objects="stream")
+    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w.wait_until_ready(T)
+    r.wait_until_ready(T)
+    got: list[Any] = []
+
+    def take() -> None:  # the one chunk needs a reader while the runs are written
+        for _ in range(3):
+            try:
+                got.append(_streamed(r))
+            except BrokenPeerError:  # closed: the writer's wait for it ends too
+                got.append("broken")
+                r.close()
+                return
+
+    reader = threading.Thread(target=take, daemon=True)
+    reader.start()
+    try:
+        w.enqueue(BIG["m0"], timeout=T)
+        _cut_at_entry(lambda: w.enqueue(BIG["m1"], timeout=T), RunWriter._passed.__code__)
+        w.enqueue(BIG["m2"], timeout=T)
+        reader.join(T)
+        assert got == [b"m0", ("aborted", 1), b"m2"]
+    finally:
+        r.close()
+        w.close()
+

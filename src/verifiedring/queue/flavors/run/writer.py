@@ -159,11 +159,12 @@ class RunWriter:
 
     def settle(self) -> None:
         """A cut between a publish store and the bookkeeping after it (the part count,
-        the run's end) is caught up with: the chunk claimed last is out if the cursor
-        moved past it, so the run moves past it now; past its LAST or ABORT, it is over."""
+        the run's end) is caught up with: the chunk claimed last is out if its written
+        flag is set (its claim cleared it; an index compare cannot tell in a ring of one
+        chunk), so the run moves past it now; past its LAST or ABORT, it is over."""
         # spec: WriterSettleRun -- the part count and the run's end caught up
         cursor = self.cursor
-        if self._held and not cursor.holding and cursor.index != self._at:
+        if self._held and not cursor.holding and cursor.settle(self._at):
             self._passed()
         if not self._held and self._kind in _ENDS:
             self._end()
