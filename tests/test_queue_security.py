@@ -76,6 +76,24 @@ def test_outsiders_cannot_subscribe_read_or_delay_the_writer(
             assert not sock.poll(300), "an outsider received a frame"
 
 
+def test_outsiders_are_refused_by_their_keys_before_the_handshake_too() -> None:
+    """Before READY the frames socket's door is open, to the Handle's key holders only:
+    a subscriber with made-up CURVE keys is refused then too (after READY every late
+    connection is refused, keys or not), and the queue's reader then gets every message."""
+    with MessageQueue(1, 0, connect_ip=LOOPBACK) as w:
+        h = w.export_handle()
+        assert h.remote_subscribe_addr is not None and h.curve is not None
+        with Outsiders(h.curve.server_public) as outsider:
+            sub = outsider.socket(zmq.SUB, h.remote_subscribe_addr, keys=True)
+            outsider.wait_refused(sub, T)
+            with MessageQueue.create_from_handle(h, 1) as r:
+                w.wait_until_ready(T)
+                r.wait_until_ready(T)
+                for i in range(3):
+                    w.enqueue(i, timeout=T)
+                assert [r.dequeue(T) for _ in range(3)] == [0, 1, 2]
+
+
 def test_outsiders_cannot_acknowledge(remote_pair: tuple[MessageQueue, MessageQueue]) -> None:
     """A forged ack (plaintext or made-up keys) never reaches the writer's flow control:
     the writer refuses each sender's handshake, so nothing it sent is even counted as a

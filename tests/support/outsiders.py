@@ -61,7 +61,8 @@ class Outsiders:
 
     def wait_refused(self, sock: zmq.Socket[Any], timeout: float) -> None:
         """Return once the peer has refused ``sock``'s handshake (its monitor says so);
-        :class:`TimeoutError` if that is not seen within ``timeout`` seconds."""
+        :class:`AssertionError` at once if the peer admitted it, :class:`TimeoutError` if
+        neither is seen within ``timeout`` seconds."""
         monitor = self._monitors[sock]
         deadline = time.monotonic() + timeout
         seen: list[str] = []
@@ -70,6 +71,8 @@ class Outsiders:
                 event = recv_monitor_message(monitor)["event"]
                 if event in REFUSED:
                     return
+                if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    raise AssertionError("the peer admitted an outsider's handshake")
                 seen.append(str(zmq.Event(event).name))
         raise TimeoutError(f"no refused handshake within {timeout:g} s (saw {seen})")
 
