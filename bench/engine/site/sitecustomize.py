@@ -37,12 +37,14 @@ def _cpu_at_exit() -> None:
 
 
 def _recorded(cls: type[Any]) -> None:
-    """Make each construction of ``cls`` append a record once it succeeded."""
+    """Make each construction of ``cls`` (or of a subclass, such as compat's vLLM-shaped
+    roles) append a record once it succeeded: the core end it is, and its own class."""
     init: Callable[..., None] = cls.__init__
+    end = f"{cls.__module__}.{cls.__qualname__}"
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
-        _record("queue", cls=f"{type(self).__module__}.{type(self).__qualname__}",
+        _record("queue", cls=end, built=f"{type(self).__module__}.{type(self).__qualname__}",
                 writer=bool(self.is_writer))
 
     setattr(cls, "__init__", __init__)  # noqa: B010 -- the class is only known at run time
