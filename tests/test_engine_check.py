@@ -4,6 +4,11 @@ only in ``make engine-check`` (its own venv, minutes)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from bench.engine.check import Run, _problems, compare
@@ -111,3 +116,20 @@ def test_a_traceback_logged_at_error_is_told_by_its_first_and_last_line() -> Non
         "crash: (Worker_TP1 pid=11) ERROR [x.py:1] ClosedError: the writer shut the queue down",
         "crash: (MainProcess pid=5) ERROR [y.py:3] Worker proc VllmWorker-1 died unexpectedly",
     ]
+
+
+def test_compat_ends_are_recorded_as_the_core_ends_they_are(tmp_path: Path) -> None:
+    """The engine's processes build compat's vLLM-shaped roles (subclasses of the core
+    ends): each is recorded as its core end, which is what the check looks for."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "VERIFIEDRING_ENGINE_RECORDS": str(tmp_path),
+           "VERIFIEDRING_ENGINE_QUEUE": "verifiedring",
+           "PYTHONPATH": os.pathsep.join([str(root / "bench/engine/site"), str(root / "src")])}
+    code = ("from verifiedring.compat.vllm import MessageQueue\n"
+            "w = MessageQueue(1, 1)\n"
+            "r = MessageQueue.create_from_handle(w.export_handle(), 0)\n"
+            "r.close(); w.close()\n")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    (records,) = tmp_path.glob("*.jsonl")
+    ends = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [e["cls"] for e in ends if e["event"] == "queue"] == [WRITER, READER]
