@@ -336,8 +336,8 @@ class Setting:
 SETTINGS = [
     Setting("README.md", "a turn held past 10 s is", "the longest a create waits for its turn",
             ("verifiedring.shm", "TURN_WAIT", 10.0)),
-    Setting("README.md", "interval be at least 0.01 s,", "the least stall-log interval",
-            ("verifiedring.queue.message_queue", "MIN_LOG_INTERVAL", 0.01)),
+    Setting("README.md", "interval be at least 0.001 s", "the least stall-log interval",
+            ("verifiedring.queue.message_queue", "MIN_LOG_INTERVAL", 0.001)),
     Setting("README.md", "handshake within 2 s is dropped", "the writer's CURVE handshake bound",
             ("verifiedring.queue.curve", "HANDSHAKE_IVL_MS", 2000)),
     Setting("README.md", "a 1 ms spin, then the futex", "the reader's spin before it blocks",

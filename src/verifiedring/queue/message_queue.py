@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from .writer import QueueWriter
 
 #: The least stall-log interval (seconds) an end accepts: a stall line at most this often.
-MIN_LOG_INTERVAL = 0.01
+MIN_LOG_INTERVAL = 0.001
 
 
 def _checked_settings(observer: object) -> float:
