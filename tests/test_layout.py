@@ -20,6 +20,7 @@ def test_offsets_of_a_small_ring() -> None:
     lay = RingLayout(n_reader=2, max_chunk_bytes=10, max_chunks=3)
     assert lay.flags_per_chunk == 3
     assert [lay.sleep_offset(r) for r in range(2)] == [0, 4]
+    assert lay.ended_offset == 8
     assert lay.sleep_bytes == lay.data_base == 64
     assert [lay.data_offset(c) for c in range(3)] == [64, 74, 84]
     assert lay.flags_base == 94
@@ -33,7 +34,7 @@ def test_offsets_of_a_small_ring() -> None:
 def test_total_size_formula(g: tuple[int, int, int]) -> None:
     n_reader, max_chunk_bytes, max_chunks = g
     lay = RingLayout(n_reader, max_chunk_bytes, max_chunks)
-    sleep = -(-4 * n_reader // 64) * 64  # the words, in whole cache lines
+    sleep = -(-4 * (n_reader + 1) // 64) * 64  # the words and ended, in whole cache lines
     assert lay.total_bytes == sleep + (max_chunk_bytes + 1 + n_reader) * max_chunks
 
 
@@ -67,7 +68,9 @@ def test_every_byte_has_exactly_one_owner(g: tuple[int, int, int]) -> None:
     assert all(lay.sleep_offset(r) % 4 == 0 for r in range(lay.n_reader))
     for r in range(lay.n_reader):
         owners += [("sleep", r, lay.sleep_offset(r) + b) for b in range(4)]
-    owners += [("padding", 0, b) for b in range(4 * lay.n_reader, lay.sleep_bytes)]
+    assert lay.ended_offset == 4 * lay.n_reader
+    owners += [("ended", 0, lay.ended_offset + b) for b in range(4)]
+    owners += [("padding", 0, b) for b in range(4 * (lay.n_reader + 1), lay.sleep_bytes)]
     for c in range(lay.max_chunks):
         owners += [("data", c, lay.data_offset(c) + b) for b in range(lay.max_chunk_bytes)]
         owners.append(("written", c, lay.written_offset(c)))

@@ -7,8 +7,8 @@ reader run in threads, each parked at every step of ``spec/queue/MessageQueue.tl
 the reader's ring wait parks it too (:class:`RingGate`), so the writer publishes a
 marker and sends its frame while the reader waits; the reader drains the frame
 (``ReaderStash``) and takes it from the stash for the marker. Some examples start
-with a :class:`WedgedSubscriber`, whose pipe reaches its high-water mark for real
-after a drawn number of frames: the writer's next send fails (``WriterSendFails``),
+with the writer's local pipe a drawn number of frames short of its high-water mark
+(:class:`PipeAtMark`): the writer's next send fails (``WriterSendFails``),
 then BROKEN reaches the reader (``WriterTellBroken``, ``ReaderSeeBroken``,
 ``ReaderTold``); every later enqueue raises BrokenPeerError, no sequence number is
 used again, and the reader gets every message before the failed one, then
@@ -27,15 +27,15 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from support.overflow_steps import LOOK, RING_WAIT, RingGate, WedgedSubscriber
+from support.overflow_steps import LOOK, RING_WAIT, PipeAtMark, RingGate
 from support.step_machine import READER, StepActors
 from support.transitions import assert_writer_moves_in_next
 from support.unpicklable import FailsToLoad
 from test_queue_stateful import _check_floors, _settings, encoded
 
 from verifiedring import BrokenPeerError, DecodeError, MessageQueue
+from verifiedring.queue import wire
 from verifiedring.queue.lifecycle import ReaderState, WriterState
-from verifiedring.queue.sockets import hwm_for_window
 from verifiedring.steps import (
     READER_RECV_FRAME,
     READER_SEE_BROKEN,
@@ -56,7 +56,6 @@ pytestmark = pytest.mark.xdist_group("queue-machines")
 CHUNK = 4096
 MAX_CHUNKS = 3
 WAIT_MS = int(HANDOFF_TIMEOUT * 1000)
-SEND_TIMEOUT_MS = 50  # the writer's send blocked at the mark fails after this
 
 objects = st.one_of(
     st.integers(0, 6_000).map(lambda n: b"\x04" * n),  # inline below ~4 KiB, else a frame
@@ -84,7 +83,7 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
                                    observer=self.sched)
         self.threads: list[Any] = []
         self.cleanup = contextlib.ExitStack()
-        self.wedged: WedgedSubscriber | None = None
+        self.wedged: PipeAtMark | None = None
         self.outcome: dict[int, tuple[Any, ...]] = {}  # per seq: ("ok", pickle), ...
         self.planned: tuple[Any, ...] = ()
         self.results: list[tuple[Any, ...]] = []  # what the reader's dequeues gave
@@ -96,16 +95,15 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
 
     @initialize(room=st.sampled_from([None, None, 0, 1, 2, 4]))
     def connect(self, room: int | None) -> None:
-        """The reader joins (after a wedged subscriber ``room`` messages short of the mark)."""
-        if room is not None:
-            self.wedged = WedgedSubscriber(self.writer, hwm_for_window(MAX_CHUNKS + 1), room,
-                                           SEND_TIMEOUT_MS, WAIT_MS)
-            self.cleanup.callback(self.wedged.close)
+        """The reader joins (then the writer's pipe is ``room`` messages short of the mark)."""
         self.reader = MessageQueue.create_from_handle(self.writer.export_handle(), 0,
                                                       observer=self.sched)
         self.cleanup.callback(self.reader.close)
         self.writer.wait_until_ready(10.0)
         self.reader.wait_until_ready(10.0)
+        if room is not None:
+            self.wedged = PipeAtMark(self.writer, room)
+            self.cleanup.callback(self.wedged.close)
         gate = RingGate(reader_cursor(self.reader), self.sched, READER, self.reader, WAIT_MS)
         self.cleanup.enter_context(replace_reader_cursor(self.reader, gate))
         observe_cursor(self.writer, PollSeen(self.sched))
@@ -212,7 +210,7 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
                   and self.room() == 0)
     @rule()
     def WriterSendFails(self) -> None:
-        """The wedged pipe is at its mark: the send blocks, fails, the writer breaks."""
+        """The pipe is at its mark: the send fails (its timeout passed), the writer breaks."""
         self._grant(WRITER_ACTOR, WRITER_SEND_LOCAL_FRAME, WRITER_SEND_FAILS)
         assert self.writer.state is WriterState.BROKEN, self.writer
         assert self.wedged is not None
@@ -223,7 +221,7 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
     @rule()
     def WriterTellBroken(self) -> None:
         self._grant(WRITER_ACTOR, WRITER_TELL_BROKEN, WRITER_TELL_BROKEN)
-        assert self.wedged is not None and self.wedged.sock.poll(WAIT_MS), "BROKEN not sent"
+        assert self.wedged is not None and self.wedged.kinds[-1] == wire.BROKEN, "BROKEN not sent"
         want = f"overflow frame seq {self.failed_seq} could not be queued"
         assert len(self.refusals) == 1 and want in self.refusals[0], self.refusals
 
@@ -369,7 +367,7 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
             if self.threads:
                 self.reader.shutdown()  # a waiting reader is cancelled
                 self.threads[1].join(HANDOFF_TIMEOUT)
-            self.cleanup.close()  # the gate, the reader, the wedged subscriber
+            self.cleanup.close()  # the gate, the reader, the pipe's stand-in
             if self.threads:
                 self.threads[0].join(HANDOFF_TIMEOUT)
             self.writer.close()

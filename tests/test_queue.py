@@ -28,6 +28,8 @@ from verifiedring import (
     ShmRingBuffer,
 )
 from verifiedring import cursors as cursors_module
+from verifiedring.queue import wire
+from verifiedring.queue.flavors import overflow
 from verifiedring.ring import WriterCursor
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
@@ -294,23 +296,61 @@ def test_shutdown_wakes_a_reader_in_a_long_block(monkeypatch: pytest.MonkeyPatch
     r.close()
 
 
-def test_a_reader_woken_by_shutdown_looks_at_its_socket_before_it_blocks_again() -> None:
-    """The writer's close sends SHUTDOWN, then wakes the reader (wake_all) moments after
-    the reader's last look at its socket. The woken reader's re-check looks again however
-    recent that look (ReaderWake.tla): ClosedError now. Before, its timed look was not
-    due yet, and it blocked again for its whole first block (here 30 s)."""
-    g = Group(1, 0)
+def _reader_blocked_for_30_s(g: Group, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``g``'s reader, each block of its waits up to 30 s and its timed socket look
+    every 30 s, with no writer watch (so that only what the writer does can end its
+    block, and only a look the protocol makes can see its frame)."""
+    monkeypatch.setattr(overflow, "SLICE", 30.0)
     r = g.readers[0]
     r._cursor.max_block = r._cursor.max_idle_block = 30.0
     assert r._writer_watch is not None
-    r._writer_watch.close()  # so that only the wake after SHUTDOWN can end the block
+    r._writer_watch.close()
     r._writer_watch = None
+    return r
+
+
+def test_a_reader_woken_by_shutdown_looks_at_its_socket_before_it_blocks_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writer's close sends SHUTDOWN, stores the ring's ended word, then wakes the
+    reader (wake_all) moments after the reader's last look at its socket. The woken
+    reader's re-check sees the ended word and waits on its socket for the frame however
+    recent its last look and however long ZeroMQ takes to deliver it (ReaderWake.tla):
+    ClosedError now. Before, its timed look was not due yet, or the frame was still in
+    ZeroMQ's IO threads, and it blocked again for its whole first block (here 30 s)."""
+    g = Group(1, 0)
+    r = _reader_blocked_for_30_s(g, monkeypatch)
     t, outcome = _dequeue_until_closed(r)
     wait_blocked(t, T)  # in its first block, right after its first look
     g.writer.close()
     t.join(5.0)  # a sixth of its block
     assert not t.is_alive(), "blocked again after the wake: SHUTDOWN not looked at"
     assert len(outcome) == 1 and isinstance(outcome[0], ClosedError)
+    r.close()
+
+
+def test_a_reader_sees_the_writers_last_frame_however_late_it_lands_after_the_wake(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SHUTDOWN lands on the reader's socket only after wake_all has woken the reader
+    and its wait has settled again (held back here: ZeroMQ's IO threads may take that
+    long). The ring's ended word keeps the woken reader off its sleep word: it waits on
+    its socket, and raises ClosedError once the frame lands, with no other wake. Before,
+    it blocked again on its sleep word for its whole block (here 30 s)."""
+    g = Group(1, 0)
+    r = _reader_blocked_for_30_s(g, monkeypatch)
+    held = hold_local_frames(g.writer)
+    t, outcome = _dequeue_until_closed(r)
+    wait_blocked(t, T)
+    g.writer._tell_readers()  # SHUTDOWN (held back), the ended word, wake_all
+    assert [wire.read_header(parts[0])[0] for parts in held.held] == [wire.SHUTDOWN]
+    wait_blocked(t, T)  # waiting again after the wake, with the frame still held
+    held.release()
+    held.restore()
+    t.join(5.0)  # a sixth of its block
+    assert not t.is_alive(), "blocked on its sleep word after the wake: SHUTDOWN unseen"
+    assert len(outcome) == 1 and isinstance(outcome[0], ClosedError)
+    g.writer.close()
     r.close()
 
 
@@ -577,8 +617,6 @@ def test_an_interrupt_right_after_a_marker_is_published_breaks_the_writer(
 ) -> None:
     """The marker is out, its frame not sent: the writer refuses from then on (a retry
     with the same seq would hand the reader the next object in this one's place)."""
-    from verifiedring.queue import wire
-
     g = group(1, 0)
 
     def interrupted(seq: int, p: Any) -> list[Any]:

@@ -76,7 +76,9 @@ QUEUE = (QUEUE_SPEC, steps.QUEUE_STEPS, QUEUE_CODE)
 WAKE = (WAKE_SPEC, steps.WAKE_STEPS, WAKE_CODE)
 #: ReaderWake.tla's steps that are other models' (ReaderSleep's release; the queue's
 #: SHUTDOWN; the queue's raise at SHUTDOWN, BROKEN or cancel, seen and then leaving).
-WAKE_ELSEWHERE = {"ReaderReleaseW", "WriterShutdown", "ReaderSeeStop", "ReaderLeave"}
+#: And ZeroMQ's delivery of a sent frame (FrameArrive): no code's step.
+WAKE_ELSEWHERE = {"ReaderReleaseW", "ReaderPoll", "WriterShutdown", "ReaderSeeStop", "ReaderLeave",
+                  "FrameArrive"}
 #: ReaderSleep.tla's steps that are no code's: a store buffer draining (relaxed memory).
 SLEEP_MEMORY_STEPS = {"WriterFlush", "ReaderFlush"}
 #: ... and the ring steps it abstracts (their code sites are RingBuffer.tla's).

@@ -37,7 +37,8 @@ class RingViews:
     data: list[memoryview]  # chunk c's data bytes
     flags: list[memoryview]  # chunk c's flag block: written, then a read flag per reader
     sleep_view: memoryview  # every sleep word's bytes: the writer's one copy and compare
-    sleep_words: memoryview  # the same, as native 32-bit words, one per reader
+    #: Every sleep word as native 32-bit words, one per reader, then the ended word.
+    sleep_words: memoryview
     #: Each reader's sleep word as an address, for the futex (empty without one).
     sleep_addresses: tuple[int, ...]
 
@@ -47,11 +48,12 @@ class RingViews:
         size, per_chunk = layout.max_chunk_bytes, layout.flags_per_chunk
         words = [layout.sleep_offset(r) for r in range(layout.n_reader)]
         sleep = buf[words[0] : words[-1] + SLEEP_WORD_SIZE]
+        words_and_ended = buf[words[0] : layout.ended_offset + SLEEP_WORD_SIZE]
         return cls(
             name, layout,
             [buf[o : o + size] for o in map(layout.data_offset, range(layout.max_chunks))],
             [buf[o : o + per_chunk] for o in map(layout.flags_offset, range(layout.max_chunks))],
-            sleep, sleep.cast("I"),
+            sleep, words_and_ended.cast("I"),
             tuple(buffer_address(buf[o : o + SLEEP_WORD_SIZE]) for o in words)
             if SLEEP_KIND == "futex" else (),
         )
@@ -76,7 +78,8 @@ class Cursor:
         self._max_chunks = views.layout.max_chunks
         self._data = views.data
         self._flags = views.flags
-        self._sleep_words = views.sleep_words  # one 32-bit word per reader (layout.py)
+        #: One 32-bit word per reader, then the ended word (layout.py).
+        self._sleep_words = views.sleep_words
         self.observer = observer
         self.log_interval = log_interval
         # Invariant: the next chunk this side will use, 0..max_chunks-1; private to it.
@@ -146,10 +149,19 @@ class WriterSide(Cursor):
         self.wake_all()
         return True
 
+    def mark_ended(self) -> None:
+        """The writer has sent its last frame (SHUTDOWN or BROKEN) on the local socket
+        and publishes nothing more: from now on a reader's re-check that finds nothing
+        on the ring waits on its socket for that frame (which may still be in flight)
+        instead of blocking on its sleep word. Call it before :meth:`wake_all`."""
+        # spec: WriterMarkEnded -- after the frame's send, before wake_all's clears
+        self._sleep_words[self._n_reader] = 1
+
     def wake_all(self) -> None:
         """For each reader in order, clear its sleep word, then wake it: a blocked
         reader runs and re-checks, a wait about to block returns (``spec/sleep/ReaderWake.tla``:
-        after SHUTDOWN or BROKEN is sent, and when the wake-up after a publish raised)."""
+        after SHUTDOWN or BROKEN is sent and the ended word stored, and when the wake-up
+        after a publish raised)."""
         words = self._sleep_words
         for r, address in enumerate(self._sleep_addresses):
             # spec: WriterWakeAllClear -- before the wake, as WriterClearSleep
@@ -227,6 +239,18 @@ class ReaderSide(Cursor):
         :class:`verifiedring.compat.spin.SpinCondition`). Call it from the reader's thread,
         between waits."""
         self.sleeper = sleeper
+
+    def see_ended(self) -> bool:
+        """In the re-check before a block: whether the writer has ended (its last frame
+        is sent, maybe still in flight). If it has, this reader's own sleep word is
+        cleared, so the block that follows returns at once: the caller waits on its
+        socket for the frame instead (``spec/sleep/ReaderWake.tla``)."""
+        # spec: ReaderSeeEnded -- after the announce and FS1, as the re-check's loads
+        if not self._sleep_words[self._n_reader]:
+            return False
+        if self._address:
+            self._sleep_words[self.reader] = 0
+        return True
 
     def cut_sleep(self, stop: Callable[[], None] | None = None) -> None:
         """End this reader's block now, from another thread (``shutdown()``, the writer

@@ -7,9 +7,10 @@ Ring segment
 ::
 
     offset 0
-    +------+------+-----+--------+---------+   sleep area: one 32-bit word per
-    | s0   | s1   | ... | sN-1   | padding |   reader, in cache lines of their own
-    +------+------+-----+--------+---------+   S = 4 * N rounded up to 64
+    +------+------+-----+--------+-------+---------+   sleep area: one 32-bit word
+    | s0   | s1   | ... | sN-1   | ended | padding |   per reader and the ended word,
+    +------+------+-----+--------+-------+---------+   in cache lines of their own
+                                                       S = 4 * (N + 1) rounded up to 64
     data_base = S
     +-----------+-----------+-----+---------------+   data area:
     | chunk 0   | chunk 1   | ... | chunk K-1     |   K * max_chunk_bytes
@@ -45,6 +46,11 @@ store never tears and the kernel's futex can wait on it):
   after it woke, or cleared by the writer just before waking it). Stored by
   reader k (1 and 0; 0 also from another thread of its process, its
   ``shutdown()``, just before waking it) and by the writer (0 only).
+* ``ended`` (the writer has ended): 1 -- the writer has sent its last frame
+  (SHUTDOWN or BROKEN) to the local readers' socket and publishes nothing more, so a
+  reader that finds nothing on the ring waits on its socket for that frame, not on its
+  sleep word; 0 -- not yet (initial). Stored only by the writer (0 -> 1, once), before
+  it wakes every reader (``spec/sleep/ReaderWake.tla``).
 
 Arena segment (:mod:`verifiedring.arena`, model ``spec/arena/TensorArena.tla``)
 ---------------------------------------------------------------------------
@@ -123,8 +129,14 @@ class RingLayout:
 
     @property
     def sleep_bytes(self) -> int:
-        """Size of the sleep area at offset 0: the words, padded to whole cache lines."""
-        return -(-SLEEP_WORD_SIZE * self.n_reader // CACHE_LINE) * CACHE_LINE
+        """Size of the sleep area at offset 0: the sleep words and the ended word,
+        padded to whole cache lines."""
+        return -(-SLEEP_WORD_SIZE * (self.n_reader + 1) // CACHE_LINE) * CACHE_LINE
+
+    @property
+    def ended_offset(self) -> int:
+        """Offset of the ended word (right after the last reader's sleep word)."""
+        return SLEEP_WORD_SIZE * self.n_reader
 
     @property
     def data_base(self) -> int:

@@ -89,6 +89,8 @@ CUTTER_WAKE: Final = "CutterWake"  # cut_sleep: futex wake on it
 WRITER_WAKE_ALL_CLEAR: Final = "WriterWakeAllClear"  # wake_all: reader r's word = 0
 WRITER_WAKE_ALL_WAKE: Final = "WriterWakeAllWake"  # wake_all: futex wake on it
 WRITER_INTERRUPTED_IN_WAKE: Final = "WriterInterruptedInWake"  # publish's handler: wake_all
+WRITER_MARK_ENDED: Final = "WriterMarkEnded"  # after SHUTDOWN or BROKEN's send: ended word = 1
+READER_SEE_ENDED: Final = "ReaderSeeEnded"  # a failed re-check loads it; 1: own word = 0
 
 WAKE_STEPS: Final = (
     CUTTER_SET_STOP,
@@ -97,6 +99,8 @@ WAKE_STEPS: Final = (
     WRITER_WAKE_ALL_CLEAR,
     WRITER_WAKE_ALL_WAKE,
     WRITER_INTERRUPTED_IN_WAKE,
+    WRITER_MARK_ENDED,
+    READER_SEE_ENDED,
 )
 
 WRITER_ACTOR: Final = "writer"

@@ -10,10 +10,10 @@ MutCutterSetStop(r) ==   \* BUG: straight to the wake
     /\ Cuts /\ cpc[r] = "idle"
     /\ stop' = [stop EXCEPT ![r] = TRUE]
     /\ cpc' = [cpc EXCEPT ![r] = "wake"]
-    /\ UNCHANGED <<vars, framed, wa, irq, ended>>
+    /\ UNCHANGED <<vars, framed, wa, irq, ended, frameVars>>
 
 MutCutter(r) == MutCutterSetStop(r) \/ CutterWake(r)
-MutNext == WakeWriter \/ (\E r \in Readers : WakeReader(r) \/ MutCutter(r))
+MutNext == WakeWriter \/ (\E r \in Readers : WakeReader(r) \/ MutCutter(r) \/ FrameArrive(r))
            \/ (WakeDone /\ UNCHANGED allVars)
 MutSpec == WakeInit /\ [][MutNext]_allVars /\ WakeFairness
 =============================================================================

@@ -11,27 +11,28 @@ MutCutterClear(r) ==   \* BUG: the clear first ...
     /\ asleep' = [asleep EXCEPT ![r] = 0]
     /\ cpc' = [cpc EXCEPT ![r] = "wake"]
     /\ UNCHANGED <<pub, wbuf, rbuf, wpc, sent, seen, rpc, got, stop, framed, wa, irq,
-                   ended>>
+                   ended, frameVars>>
 
 MutCutterWake(r) ==
     /\ cpc[r] = "wake"
     /\ rpc' = IF rpc[r] = "blocked" THEN [rpc EXCEPT ![r] = "end"] ELSE rpc
     /\ cpc' = [cpc EXCEPT ![r] = "set"]
     /\ UNCHANGED <<pub, asleep, wbuf, rbuf, wpc, sent, seen, got, stop, framed, wa, irq,
-                   ended>>
+                   ended, frameVars>>
 
 MutCutterSet(r) ==     \* ... and what the reader is to see last
     /\ cpc[r] = "set"
     /\ stop' = [stop EXCEPT ![r] = TRUE]
     /\ cpc' = [cpc EXCEPT ![r] = "done"]
-    /\ UNCHANGED <<vars, framed, wa, irq, ended>>
+    /\ UNCHANGED <<vars, framed, wa, irq, ended, frameVars>>
 
 MutCutter(r) == MutCutterClear(r) \/ MutCutterWake(r) \/ MutCutterSet(r)
-MutNext == WakeWriter \/ (\E r \in Readers : WakeReader(r) \/ MutCutter(r))
+MutNext == WakeWriter \/ (\E r \in Readers : WakeReader(r) \/ MutCutter(r) \/ FrameArrive(r))
            \/ (WakeDone /\ UNCHANGED allVars)
 MutFairness ==
     /\ WF_allVars(WakeWriter)
     /\ \A r \in Readers : WF_allVars(WakeReader(r))
     /\ \A r \in Readers : WF_allVars(MutCutterWake(r) \/ MutCutterSet(r))
+    /\ \A r \in Readers : WF_allVars(FrameArrive(r))
 MutSpec == WakeInit /\ [][MutNext]_allVars /\ MutFairness
 =============================================================================

@@ -11,15 +11,16 @@ MutWriterInterruptedInWake ==   \* BUG: no wake_all on the way out
     /\ irq' = irq + 1
     /\ seen' = {}
     /\ wpc' = AfterNotify
-    /\ UNCHANGED <<pub, asleep, wbuf, rbuf, sent, rpc, got, stop, cpc, framed, wa, ended>>
+    /\ UNCHANGED <<pub, asleep, wbuf, rbuf, sent, rpc, got, stop, cpc, framed, wa, ended, frameVars>>
 
-MutWriter == WriterStep \/ MutWriterInterruptedInWake \/ WriterShutdown
+MutWriter == WriterStep \/ MutWriterInterruptedInWake \/ WriterShutdown \/ WriterMarkEnded
              \/ WriterWakeAllClear \/ WriterWakeAllWake
-MutNext == MutWriter \/ (\E r \in Readers : WakeReader(r) \/ Cutter(r))
+MutNext == MutWriter \/ (\E r \in Readers : WakeReader(r) \/ Cutter(r) \/ FrameArrive(r))
            \/ (WakeDone /\ UNCHANGED allVars)
 MutFairness ==
     /\ WF_allVars(MutWriter)
     /\ \A r \in Readers : WF_allVars(WakeReader(r))
     /\ \A r \in Readers : WF_allVars(CutterClearSleep(r) \/ CutterWake(r))
+    /\ \A r \in Readers : WF_allVars(FrameArrive(r))
 MutSpec == WakeInit /\ [][MutNext]_allVars /\ MutFairness
 =============================================================================

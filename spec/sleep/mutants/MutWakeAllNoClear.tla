@@ -9,15 +9,16 @@ EXTENDS ReaderWake
 MutWriterWakeAllClear ==   \* BUG: no store
     /\ wa # NoWakeAll /\ wa[2] = "clear"
     /\ wa' = <<wa[1], "wake">>
-    /\ UNCHANGED <<vars, stop, cpc, framed, irq, ended>>
+    /\ UNCHANGED <<vars, stop, cpc, framed, irq, ended, frameVars>>
 
-MutWriter == WriterStep \/ WriterInterruptedInWake \/ WriterShutdown
+MutWriter == WriterStep \/ WriterInterruptedInWake \/ WriterShutdown \/ WriterMarkEnded
              \/ MutWriterWakeAllClear \/ WriterWakeAllWake
-MutNext == MutWriter \/ (\E r \in Readers : WakeReader(r) \/ Cutter(r))
+MutNext == MutWriter \/ (\E r \in Readers : WakeReader(r) \/ Cutter(r) \/ FrameArrive(r))
            \/ (WakeDone /\ UNCHANGED allVars)
 MutFairness ==
     /\ WF_allVars(MutWriter)
     /\ \A r \in Readers : WF_allVars(WakeReader(r))
     /\ \A r \in Readers : WF_allVars(CutterClearSleep(r) \/ CutterWake(r))
+    /\ \A r \in Readers : WF_allVars(FrameArrive(r))
 MutSpec == WakeInit /\ [][MutNext]_allVars /\ MutFairness
 =============================================================================

@@ -255,19 +255,29 @@ class WriterBase(MessageQueue):
             obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, life.seq)
 
     def _send_owed(self, parts: list[Any], what: str) -> None:
-        """``parts`` on both sockets without waiting, then the local readers woken."""
+        """``parts`` on both sockets without waiting, then the local readers told the
+        writer has ended (:meth:`_end_local_readers`) if their frame went out."""
+        told = False
         for side, sock in (("local", None if self._local is None else self._local.frames.socket),
                            ("remote", None if self._remote is None else self._remote.socket)):
-            if sock is not None and not send_now(sock, parts):
+            if sock is None:
+                continue
+            sent = send_now(sock, parts)
+            told = told or (sent and side == "local")
+            if not sent:
                 logger.warning("%s: the %s readers were not told %s (a pipe at its mark): %s",
                                self._who(), side, what, self._life.why)
-        self._wake_local_readers()
+        self._end_local_readers(told)
 
-    def _wake_local_readers(self) -> None:
-        """After a frame every reader must see (SHUTDOWN, BROKEN): wake the local readers
-        asleep on the ring, so each looks at its socket now, not at its next timed look."""
+    def _end_local_readers(self, frame_sent: bool) -> None:
+        """After a frame every reader must see (SHUTDOWN, BROKEN): if it went out on the
+        local socket, store the ring's ended word, so a reader waits on its socket for
+        the frame (still in flight, maybe) rather than blocking again; then wake the
+        local readers asleep on the ring, so each looks now (``ReaderWake.tla``)."""
         local = self._local
         if local is not None:
+            if frame_sent:
+                local.cursor.mark_ended()
             local.cursor.wake_all()
 
     def _break_interrupted(self, exc: BaseException | None, what: str, after: str) -> None:

@@ -185,7 +185,7 @@ class WriterEnd(WriterBase):
         life.shutdown_owed = False
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_SHUTDOWN, life.seq)
-        self._wake_local_readers()
+        self._end_local_readers(self._local is not None)
 
     def _before_close(self) -> None:
         """SHUTDOWN, then let the remote readers receive everything (at most the linger):

@@ -49,6 +49,9 @@ from ..sockets import LocalEndpoint, pending_frames, send_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
 SLICE = 0.2
+#: Once the writer has ended (the ring's ended word), the longest one re-check waits on
+#: the socket for the writer's last frame (in flight) before its wait loops again.
+FRAME_WAIT_MS = 1
 
 
 _OWED = ReaderState.OWED
@@ -188,10 +191,16 @@ class OverflowReader:
         return False
 
     def _recheck_ring(self) -> bool:
-        """The re-check before a block: :meth:`_ring_or_shutdown` with a look at the
-        socket however recent the last one, so a SHUTDOWN or BROKEN sent before the
-        writer's wake_all is seen before the reader blocks again (ReaderWake.tla)."""
-        self._look_now()
+        """The re-check before a block: :meth:`_ring_or_shutdown`; and once the writer
+        has ended (its SHUTDOWN or BROKEN sent, maybe still in flight: the ring's ended
+        word), a wait of at most ``FRAME_WAIT_MS`` on the socket and a look at it however
+        recent the last one, with no block on the ring after it (ReaderWake.tla: the
+        frame is seen however long its delivery takes, and no block outlasts it)."""
+        if self._cursor.poll():
+            return True
+        if self._cursor.see_ended():
+            self._sock.poll(FRAME_WAIT_MS)
+            self._look_now()
         return self._ring_or_shutdown()
 
     def _look_now(self) -> None:
