@@ -276,9 +276,11 @@ class WriterBase(MessageQueue):
         local readers asleep on the ring, so each looks now (``ReaderWake.tla``)."""
         local = self._local
         if local is not None:
-            if frame_sent:
-                local.cursor.mark_ended()
-            local.cursor.wake_all()
+            try:
+                if frame_sent:
+                    local.cursor.mark_ended()
+            finally:  # an interrupt at the store's call still wakes every reader
+                local.cursor.wake_all()
 
     def _break_interrupted(self, exc: BaseException | None, what: str, after: str) -> None:
         """``what`` raised (an interrupt too; ``None``: found by the next call) after
