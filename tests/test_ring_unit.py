@@ -578,7 +578,7 @@ def test_the_wake_up_clears_and_wakes_exactly_the_readers_seen_asleep() -> None:
                               ("WriterWake", 1), ("WriterClearSleep", 2), ("WriterWake", 2))
             for hook in ("before", "after")
         ]
-        assert list(words) == [0, 0, 0]
+        assert list(words) == [0, 0, 0, 0]  # the three sleep words, then the ended word
     finally:
         rig.close()
 

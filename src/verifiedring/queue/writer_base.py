@@ -257,17 +257,14 @@ class WriterBase(MessageQueue):
     def _send_owed(self, parts: list[Any], what: str) -> None:
         """``parts`` on both sockets without waiting, then the local readers told the
         writer has ended (:meth:`_end_local_readers`) if their frame went out."""
-        told = False
+        local_sent = False
         for side, sock in (("local", None if self._local is None else self._local.frames.socket),
                            ("remote", None if self._remote is None else self._remote.socket)):
-            if sock is None:
-                continue
-            sent = send_now(sock, parts)
-            told = told or (sent and side == "local")
-            if not sent:
+            if sock is not None and not (sent := send_now(sock, parts)):
                 logger.warning("%s: the %s readers were not told %s (a pipe at its mark): %s",
                                self._who(), side, what, self._life.why)
-        self._end_local_readers(told)
+            local_sent = local_sent or (sock is not None and side == "local" and sent)
+        self._end_local_readers(local_sent)
 
     def _end_local_readers(self, frame_sent: bool) -> None:
         """After a frame every reader must see (SHUTDOWN, BROKEN): if it went out on the
