@@ -22,9 +22,9 @@ ORDER = ("ground", "ring", "queue base", "flavors", "roles", "entry", "distribut
 _GROUND = ("cgroup", "engine", "errors", "hosts", "hugepages", "layout", "leftovers",
            "ordering", "pace", "reservation", "shm", "steps", "waiting", "__main__")
 _RING = ("arena", "cursor_base", "cursors", "leases", "ring")
-_QUEUE_BASE = ("ages", "credit", "curve", "handle", "lifecycle", "message_queue", "peers",
-               "serialization", "sockets", "wire")
-_ROLES = ("held_chunk", "local_reader", "outcomes", "reader", "readiness", "remote_reader",
+_QUEUE_BASE = ("ages", "credit", "curve", "handle", "lifecycle", "message_queue", "outcomes",
+               "peers", "serialization", "sockets", "wire")
+_ROLES = ("held_chunk", "local_reader", "reader", "readiness", "remote_reader",
           "transmitters", "writer", "writer_base", "writer_end", "writer_watch")
 #: module (dotted, under verifiedring; "" is the package) -> its layer
 LAYERS: dict[str, str] = {

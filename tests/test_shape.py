@@ -90,16 +90,17 @@ MAX_HIERARCHY_ATTRIBUTES = 20
 
 #: ``path::Class`` -> (hierarchy lines, instance attributes) when listed
 PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
-    # issue 29 (5.1, 5.2): the queue ends, one object of mixins each, being composed
-    "queue/local_reader.py::LocalReader": (1134, 42),
-    "queue/remote_reader.py::RemoteReader": (746, 37),
-    "queue/reader.py::QueueReader": (583, 28),
+    # issue 29 (5.1, 5.2): the queue ends, one object of mixins each, being composed (the
+    # readers' outcomes are a held object now: ReaderOutcomes)
+    "queue/local_reader.py::LocalReader": (1082, 38),
+    "queue/remote_reader.py::RemoteReader": (693, 33),
+    "queue/reader.py::QueueReader": (510, 23),
     "queue/writer.py::QueueWriter": (866, 30),
     "queue/writer_end.py::WriterEnd": (623, 21),
     "queue/writer_base.py::WriterBase": (492, 21),
     # compat's role subclasses: a core end plus vLLM's attributes; they go with the ends
-    "compat/attributes.py::VllmLocalReader": (1216, 44),
-    "compat/attributes.py::VllmRemoteReader": (799, 37),
+    "compat/attributes.py::VllmLocalReader": (1166, 40),
+    "compat/attributes.py::VllmRemoteReader": (748, 33),
     "compat/attributes.py::VllmWriter": (950, 31),
     # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
     "cursors.py::ReaderCursor": (256, 21),

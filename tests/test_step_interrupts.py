@@ -158,7 +158,7 @@ def test_a_second_interrupt_while_paying_an_owed_decode_error_keeps_it_owed(
     assert r.dequeue(timeout=T) == "m0"
     _cut_at_entry(lambda: r.dequeue(timeout=T), wire.load_inline.__code__)  # m1's unpickling
     assert_interrupted(lambda: r.dequeue(timeout=T),
-                 signal_at_c_call(ReaderOutcomes._pay_owed.__code__, "isinstance"))
+                 signal_at_c_call(ReaderOutcomes.pay_owed.__code__, "isinstance"))
     with pytest.raises(DecodeError) as owed:
         r.dequeue(timeout=T)
     assert owed.value.seq == 1

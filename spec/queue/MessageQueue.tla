@@ -809,7 +809,7 @@ ReaderReleaseRunChunk(r) ==
 \* interrupt lands in a local reader's dequeue (spec/interrupts.md):
 \*  * after the take of an inline chunk consumed its message (the sequence
 \*    number moved before the decode): in the unpickling, its DecodeError is
-\*    owed ("error", outcomes._failed); after the decode (the release's entry,
+\*    owed ("error", outcomes: ReaderOutcomes.failed); after the decode (the release's entry,
 \*    the return path), the object is owed ("ok"). The chunk is released (in
 \*    the handler, or by the next call). "releaseLoses" (the code before): cut
 \*    after the decode, the message is consumed and nothing is owed;
@@ -891,7 +891,7 @@ ReaderInterrupted(r) ==
                    acked, shutTotal, brokeTotal, delivered, lost, timeouts,
                    sendFails, decodeFails>>
 
-\* queue/outcomes.py: _pay_owed (the next dequeue, state OWED): the owed
+\* queue/outcomes.py: ReaderOutcomes.pay_owed (the next dequeue, state OWED): the owed
 \* object is returned, or the owed DecodeError raised; the record is cleared
 \* with no call between the clear and the return or raise.
 ReaderPayOwed(r) ==

@@ -125,7 +125,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             try:
                 header = _decode_chunk(chunk, expect)
                 if header is None:
-                    raise self._out_of_order("ring", *wire.read_header(chunk)[:2])
+                    raise self._outcomes.out_of_order("ring", *wire.read_header(chunk)[:2])
                 kind, seq = header[0], header[1]
                 if kind in _INLINE_KINDS:
                     life.seen is None or life.saw(_OWED)  # checked if watched
@@ -137,7 +137,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     try:
                         got = self._load_inline(chunk, header)
                     except BaseException as exc:
-                        got = self._failed(seq, exc)
+                        got = self._outcomes.failed(seq, exc)
                         raise
                     # owed if cut from here on (stores only: no call); a lent chunk's view
                     # too: the next acquire_read yields it, then releases the chunk
@@ -252,10 +252,10 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         return self._log_interval()
 
     def named(self, exc: DecodeError) -> DecodeError:
-        return self._named(exc)
+        return self._outcomes.named(exc)
 
     def broken(self, why: str) -> None:
-        self._break(why)
+        self._outcomes.broken(why)
 
     def watch_run(self) -> None:
         """While a run waits for its next chunk: woken, the writer gone or broken
@@ -263,7 +263,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         writer could not abort it) raise."""
         self._watch()
         self._look_at_socket()
-        if self._broke is not None and not self._cursor.poll():
+        if self._outcomes.broke is not None and not self._cursor.poll():
             self._tell()
         total = self._shutdown_total
         run = self._run
@@ -290,7 +290,7 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
     def _describe_ring_wait(self) -> str:
         c, alive = self._cursor, self._writer_lost() or "its process holds the ring"
         return (f"{self._who()} waits for message seq {self._life.seq} in chunk {c.index} "
-                f"({c.flag_state()}) from {self._writer}, {alive}{took(self._took_at)}")
+                f"({c.flag_state()}) from {self._outcomes.writer}, {alive}{took(self._took_at)}")
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
         c = self._cursor
@@ -315,7 +315,7 @@ def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:
     the segment has its size."""
     check_tag(handle, reader._signer, reader._who())
     if handle.local_subscribe_addr is not None:  # checked by the caller
-        check_ipc(handle.local_subscribe_addr, reader._writer, reader._who())
+        check_ipc(handle.local_subscribe_addr, reader._outcomes.writer, reader._who())
     expected = bh.layout.total_bytes
     try:
         actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size

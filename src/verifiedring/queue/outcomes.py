@@ -14,8 +14,8 @@
 
 from __future__ import annotations
 
-import enum
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import BrokenPeerError, DecodeError
 from . import wire
@@ -27,49 +27,52 @@ _FRAME_KINDS = (wire.OVERFLOW, wire.RUN_ABORT)  # a message's frame (ABORT: in a
 
 
 class ReaderOutcomes:
-    """A reader's errors, and the states they leave it in (part of QueueReader)."""
+    """A reader's errors, and the states they leave it in: one per reader end, held as
+    ``end._outcomes``, over the end's lifecycle (its state, sequence number and owed
+    record)."""
 
-    if TYPE_CHECKING:  # what the reader provides (QueueReader)
-        _life: ReaderLifecycle
-        _broke: tuple[int, str] | None
-        _writer: str
+    __slots__ = ("_life", "_who", "broke", "writer")
 
-        def _who(self) -> str: ...
+    def __init__(self, life: ReaderLifecycle, who: Callable[[], str], writer: str) -> None:
+        self._life = life
+        self._who = who
+        #: The writer, as errors name it.
+        self.writer = writer
+        #: Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
+        self.broke: tuple[int, str] | None = None
 
-        def _stop(self, state: enum.Enum, why: str) -> None: ...
-
-    def _told_broken(self) -> BrokenPeerError:
+    def told_broken(self) -> BrokenPeerError:
         """Broken for good, as the writer's BROKEN said (:attr:`_broke`): the error."""
-        assert self._broke is not None
-        total, why = self._broke
+        assert self.broke is not None
+        total, why = self.broke
         missed = total - self._life.seq  # 0: BROKEN follows every message sent, on each channel
         lost = f"; {missed} of them never arrived" if missed > 0 else ""
-        text = f"{self._writer} broke for good after sending {total} messages{lost} ({why})"
-        self._stop(ReaderState.TOLD, text)
+        text = f"{self.writer} broke for good after sending {total} messages{lost} ({why})"
+        self._life.enter(ReaderState.TOLD, text)
         return BrokenPeerError(f"{self._who()}: {text}")
 
-    def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:
+    def out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError:
         """Broken for good (the spec's ``rpc = "broken"``): the error to raise."""
         why = (f"on the {where} got {wire.kind_name(kind)} seq {seq}, expected message "
                f"seq {self._life.seq}: a message was lost or reordered")
-        self._break(why)
+        self.broken(why)
         return BrokenPeerError(f"{self._who()}: {why}")
 
-    def _failed(self, seq: int, exc: BaseException) -> DecodeError:
+    def failed(self, seq: int, exc: BaseException) -> DecodeError:
         """What the decode of message ``seq`` (consumed) delivered, as it raised
         ``exc``: its DecodeError, named; or, an interrupt (any exception a decode does
         not turn into DecodeError) having cut the unpickling, the DecodeError the
         next dequeue raises (a trace records it as this step's delivery)."""
         if isinstance(exc, DecodeError):
-            owed = self._named(exc)  # raised now; owed until then (dequeue clears it)
+            owed = self.named(exc)  # raised now; owed until then (dequeue clears it)
         else:
-            owed = self._named(DecodeError(
+            owed = self.named(DecodeError(
                 seq, RuntimeError(f"its unpickling was interrupted by {type(exc).__name__}")
             ))
         self._life.owed = owed  # replaces the decode site's CUT_DECODE (state OWED)
         return owed
 
-    def _pay_owed(self) -> Any:
+    def pay_owed(self) -> Any:
         """What an interrupt cut: the decoded object (recorded at its decode), or the
         DecodeError of a message whose unpickling it cut (:meth:`_failed`), raised. No
         call between the record's clear and the return or raise: a second interrupt
@@ -79,7 +82,7 @@ class ReaderOutcomes:
         owed = life.owed
         assert owed is not None
         if isinstance(owed, CutDecode):  # calls: before the clear (a cut leaves it owed)
-            owed = self._named(DecodeError(life.seq - 1, RuntimeError(
+            owed = self.named(DecodeError(life.seq - 1, RuntimeError(
                 "an interrupt cut its unpickling or the report of its failure")))
         life.seen is None or life.saw(_IDLE)  # checked if watched
         if isinstance(owed, Owed):  # a call: before the clear, so a cut there leaves it owed
@@ -92,7 +95,7 @@ class ReaderOutcomes:
         life.state = _IDLE
         raise owed
 
-    def _mark_receive(self) -> None:
+    def mark_receive(self) -> None:
         """Before a frame is taken off a socket: a mark still set is a receive that an
         interrupt cut between the take and the frame's keeping (it may have lost it)."""
         life = self._life
@@ -100,7 +103,7 @@ class ReaderOutcomes:
             life.cut_receives += 1
         life.receiving = True
 
-    def _lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None:
+    def lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None:
         """The frame of message ``seq`` came where ``expected``'s was due: if cut receives
         account for the gap (frames arrive in order), ``expected``'s frame was taken and
         lost, and this is its DecodeError (the message consumed: the sequence number moves
@@ -109,7 +112,7 @@ class ReaderOutcomes:
         cut = life.cut_receives
         if kind not in _FRAME_KINDS or not expected < seq <= expected + cut:
             return None
-        err = self._named(DecodeError(expected, RuntimeError(
+        err = self.named(DecodeError(expected, RuntimeError(
             "an interrupt cut the receive that took its frame off the socket"
         )))
         life.cut_receives = cut - 1
@@ -117,9 +120,10 @@ class ReaderOutcomes:
         life.seq = expected + 1
         return err
 
-    def _named(self, exc: DecodeError) -> DecodeError:
+    def named(self, exc: DecodeError) -> DecodeError:
         exc.receiver = self._who()
         return exc
 
-    def _break(self, why: str) -> None:
-        self._stop(ReaderState.BROKEN, why)
+    def broken(self, why: str) -> None:
+        """Broken for good (the spec's ``rpc = "broken"``), for ``why``."""
+        self._life.enter(ReaderState.BROKEN, why)

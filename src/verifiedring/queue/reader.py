@@ -50,7 +50,7 @@ class Cancel(Protocol):
     def is_set(self) -> bool: ...
 
 
-class QueueReader(ReaderOutcomes, MessageQueue):
+class QueueReader(MessageQueue):
     """A reader end: receives every message exactly once, in the writer's order."""
 
     channel: str  # "local" or "remote", for messages
@@ -82,14 +82,16 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             life.watch()
         # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
         self._shutdown_total: int | None = None
-        # Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
-        self._broke: tuple[int, str] | None = None
         self._handle = handle
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
         self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
         self._lost_at: float | None = None  # when the writer was first seen gone
-        self._writer = f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
+        #: What a call ends in when it does not return the message (errors, owed records,
+        #: the writer's BROKEN once seen).
+        self._outcomes = ReaderOutcomes(
+            life, self._who, f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
+        )
         self._open()
 
     def _who(self) -> str:
@@ -102,6 +104,11 @@ class QueueReader(ReaderOutcomes, MessageQueue):
 
     def _stop(self, state: enum.Enum, why: str) -> None:
         self._life.enter(cast(ReaderState, state), why)
+
+    def _pay_owed(self) -> Any:
+        """What an interrupt cut, paid now (:meth:`ReaderOutcomes.pay_owed`; a local
+        reader first releases a chunk it still holds)."""
+        return self._outcomes.pay_owed()
 
     def _refuse(self) -> NoReturn:
         raise refusal(self._life.state, self._who(), self._life.why)
@@ -220,11 +227,12 @@ class QueueReader(ReaderOutcomes, MessageQueue):
 
     def _recv(self, sock: zmq.Socket[Any], deadline: Deadline, what: str) -> list[zmq.Frame]:
         def describe() -> str:
-            return f"{self._who()} waits for {what} from {self._writer}{took(self._took_at)}"
+            writer = self._outcomes.writer
+            return f"{self._who()} waits for {what} from {writer}{took(self._took_at)}"
 
         def timed_out(waited: float) -> RingTimeoutError:
             return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
-                                    f"{what} from {self._writer}")
+                                    f"{what} from {self._outcomes.writer}")
 
         log = StallLog(describe, self._log_interval())
         try:
@@ -260,8 +268,8 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         return None
 
     def _writer_gone(self, how: str) -> BrokenPeerError:
-        self._stop(ReaderState.BROKEN, f"{self._writer} is gone ({how})")
-        return BrokenPeerError(f"{self._who()}: {self._writer} is gone ({how})")
+        self._stop(ReaderState.BROKEN, f"{self._outcomes.writer} is gone ({how})")
+        return BrokenPeerError(f"{self._who()}: {self._outcomes.writer} is gone ({how})")
 
     def _handshake(self, deadline: Deadline) -> None:
         """Wait for the writer's READY."""
@@ -274,10 +282,10 @@ class QueueReader(ReaderOutcomes, MessageQueue):
             obs.begin(self._actor)
             obs.end(self._actor, READER_AWAIT_READY, header[1])
         if header[0] == wire.LATE:
-            why = (f"it subscribed after {self._writer} had sent READY to the readers that "
-                   "joined in time: a reader cannot join a running queue, nor re-attach as "
+            why = (f"it subscribed after {self._outcomes.writer} had sent READY to the readers "
+                   "that joined in time: a reader cannot join a running queue, nor re-attach as "
                    "a rank that left it (the writer may have broken since)")
-            self._break(why)
+            self._outcomes.broken(why)
             raise BrokenPeerError(f"{self._who()}: {why}")
         if header[0] != wire.READY:
             raise BrokenPeerError(
@@ -303,7 +311,7 @@ class QueueReader(ReaderOutcomes, MessageQueue):
         try:
             return wire.load_frame(seq, [f.buffer for f in frames])
         except DecodeError as exc:
-            raise self._named(exc) from exc.cause
+            raise self._outcomes.named(exc) from exc.cause
 
 
 def _wait_unfed(reader: QueueReader, indefinite: bool, deadline: Deadline) -> NoReturn:

@@ -67,7 +67,7 @@ class RemoteReader(QueueReader):
     def _next_frames(self, deadline: Deadline) -> list[zmq.Frame]:
         """The next message's frames: one kept early, else off the socket (the receive
         marked, until the frame is consumed)."""
-        self._mark_receive()
+        self._outcomes.mark_receive()
         frames = self._early
         if frames is not None:
             self._early = None
@@ -95,11 +95,11 @@ class RemoteReader(QueueReader):
             life = self._life
             if kind != wire.OVERFLOW or seq != life.seq:
                 self._early = frames  # kept: the next dequeue's, if a lost one came before
-                lost = self._lost_frame(header[0], seq, life.seq)
+                lost = self._outcomes.lost_frame(header[0], seq, life.seq)
                 if lost is not None:
                     raise lost
                 self._early = None
-                raise self._out_of_order("remote socket", header[0], seq)
+                raise self._outcomes.out_of_order("remote socket", header[0], seq)
             life.seen is None or life.saw(_OWED)  # checked if watched
             # consumed; owed from here on as its DecodeError unless the decode ends
             # (stores only: no call)
@@ -118,10 +118,10 @@ class RemoteReader(QueueReader):
                     self._acks_sent = count
                 if aborted:
                     reason = wire.abort_reason(frames[1].buffer)
-                    raise self._named(MessageAbortedError(seq, 0, reason))
+                    raise self._outcomes.named(MessageAbortedError(seq, 0, reason))
                 got = self._load_frame(seq, frames)
             except BaseException as exc:
-                got = self._failed(seq, exc)
+                got = self._outcomes.failed(seq, exc)
                 raise
             delivery = life.delivery  # owed if cut from here on (stores only: no call)
             delivery.obj = got
@@ -146,15 +146,15 @@ class RemoteReader(QueueReader):
         """SHUTDOWN or BROKEN, the writer's last frame: what this dequeue raises."""
         if kind == wire.SHUTDOWN:
             self._see_shutdown(total)
-            return self._out_of_order("remote socket", kind, total)  # fewer than `total`
+            return self._outcomes.out_of_order("remote socket", kind, total)  # fewer than `total`
         if len(frames) != 2:
-            return self._out_of_order("remote socket", kind, total)
+            return self._outcomes.out_of_order("remote socket", kind, total)
         # spec: RemoteSeeBroken -- the writer broke after `total` messages: no more
-        self._broke = (total, wire.abort_reason(frames[1].buffer))
+        self._outcomes.broke = (total, wire.abort_reason(frames[1].buffer))
         obs = self._observer
         if obs is not None:
             obs.end(self._actor, REMOTE_SEE_BROKEN, total)
-        return self._told_broken()
+        return self._outcomes.told_broken()
 
     def _see_shutdown(self, total: int) -> None:
         obs = self._observer
@@ -198,7 +198,7 @@ class RemoteReader(QueueReader):
 
     def _refused_late(self) -> BrokenPeerError:
         """The writer's gate refused the connection: its handshake was over."""
-        why = (f"{self._writer} refused its connection: its handshake is over (READY went "
+        why = (f"{self._outcomes.writer} refused its connection: its handshake is over (READY went "
                "to the readers that joined in time): a reader cannot join a running queue, "
                "nor attach as a rank that is no reader or whose remote slot is taken")
         self._stop(ReaderState.BROKEN, why)
@@ -207,7 +207,7 @@ class RemoteReader(QueueReader):
     def _refused_keys(self, how: str) -> BrokenPeerError:
         """The CURVE handshake failed: the writer is there and refused this reader's
         keys (ZeroMQ's socket monitor says how)."""
-        why = (f"the CURVE handshake with {self._writer} failed: {how}; handle.curve is "
+        why = (f"the CURVE handshake with {self._outcomes.writer} failed: {how}; handle.curve is "
                "not this queue's (altered, or another queue's): not a dead writer")
         self._stop(ReaderState.BROKEN, why)
         return BrokenPeerError(f"{self._who()}: {why}")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import zmq
 
-from ...errors import BrokenPeerError, DecodeError, RingTimeoutError
+from ...errors import RingTimeoutError
 from ...ring import ReaderCursor
 from ...steps import (
     READER_RECV_FRAME,
@@ -45,6 +45,7 @@ from ...steps import (
 from ...waiting import Deadline
 from .. import wire
 from ..lifecycle import CUT_DECODE, ReaderLifecycle, ReaderState
+from ..outcomes import ReaderOutcomes
 from ..sockets import LocalEndpoint, pending_frames, send_frames
 
 #: How often a local reader blocked on the ring looks at its socket.
@@ -87,7 +88,7 @@ class OverflowReader:
     _observer: QueueObserver | None
     _actor: str
     _shutdown_total: int | None
-    _broke: tuple[int, str] | None
+    _outcomes: ReaderOutcomes
 
     def _init_overflow(self) -> None:
         # Invariant: the marker seq whose frame is awaited while _state is FRAME.
@@ -107,12 +108,12 @@ class OverflowReader:
 
     def _take_frame(self, pending: int, deadline: Deadline) -> Any:
         obs = self._observer
-        self._mark_receive()  # a take from the stash too: one cut after it may lose it
+        self._outcomes.mark_receive()  # a take from the stash too: one cut after it may lose it
         # spec: ReaderRecvFrame -- the stash first, in arrival order
         if self._stash:
             frames = self._stash.popleft()
         else:
-            if self._broke is not None:  # BROKEN came after every frame sent: not this one
+            if self._outcomes.broke is not None:  # BROKEN came after every frame sent: not this one
                 self._tell()
             try:
                 frames = self._recv(
@@ -132,12 +133,12 @@ class OverflowReader:
             kind, seq = self._parse_header(frames[0])[:2]
             if kind != wire.OVERFLOW or seq != pending:
                 self._stash.appendleft(frames)  # kept first: a later marker's frame
-                lost = self._lost_frame(kind, seq, pending)
+                lost = self._outcomes.lost_frame(kind, seq, pending)
                 if lost is not None:
                     self._life.enter(ReaderState.IDLE)
                     raise lost
                 self._stash.popleft()
-                raise self._out_of_order("local socket", kind, seq)
+                raise self._outcomes.out_of_order("local socket", kind, seq)
             life = self._life
             life.seen is None or life.saw(_OWED)  # checked if watched
             # consumed before it is decoded; owed from here on as its DecodeError unless
@@ -149,7 +150,7 @@ class OverflowReader:
             try:
                 got = self._load_frame(seq, frames)
             except BaseException as exc:
-                got = self._failed(seq, exc)
+                got = self._outcomes.failed(seq, exc)
                 raise
             delivery = life.delivery  # owed if cut from here on (stores only: no call)
             delivery.obj = got
@@ -179,7 +180,7 @@ class OverflowReader:
         if self.shutting_down:
             self._cancelled()
         looked = self._look_at_socket()
-        if self._broke is not None:
+        if self._outcomes.broke is not None:
             if self._cursor.poll():  # published before BROKEN was sent
                 return True
             self._tell()
@@ -222,7 +223,7 @@ class OverflowReader:
         SHUTDOWN's total."""
         sock = self._sock
         while True:
-            self._mark_receive()
+            self._outcomes.mark_receive()
             frames = pending_frames(sock)
             if frames is None:
                 self._life.receiving = False
@@ -268,7 +269,7 @@ class OverflowReader:
         if obs is not None:
             obs.begin(self._actor)
         # spec: ReaderSeeBroken -- the writer broke after `total` messages
-        self._broke = (total, wire.abort_reason(frames[1].buffer))
+        self._outcomes.broke = (total, wire.abort_reason(frames[1].buffer))
         if obs is not None:
             obs.end(self._actor, READER_SEE_BROKEN, total)
         return True
@@ -279,7 +280,7 @@ class OverflowReader:
         if obs is not None:
             obs.begin(self._actor)
         # spec: ReaderTold -- BrokenPeerError with the writer's reason, for good
-        err = self._told_broken()
+        err = self._outcomes.told_broken()
         if obs is not None:
             obs.end(self._actor, READER_TOLD, self._life.seq)
         raise err
@@ -292,19 +293,9 @@ class OverflowReader:
 
         def _parse_header(self, first: zmq.Frame) -> tuple[int, int, int, int]: ...
 
-        def _out_of_order(self, where: str, kind: int, seq: int) -> BrokenPeerError: ...
-
         def _load_frame(self, seq: int, frames: list[zmq.Frame]) -> Any: ...
 
         def _saw_shutdown(self, total: int) -> None: ...
-
-        def _told_broken(self) -> BrokenPeerError: ...
-
-        def _failed(self, seq: int, exc: BaseException) -> DecodeError: ...
-
-        def _mark_receive(self) -> None: ...
-
-        def _lost_frame(self, kind: int, seq: int, expected: int) -> DecodeError | None: ...
 
         def _watch(self) -> None: ...
 
