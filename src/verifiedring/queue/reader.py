@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import os
 import time
@@ -50,6 +51,12 @@ class Cancel(Protocol):
     def is_set(self) -> bool: ...
 
 
+def reader_name(channel: str, rank: int) -> str:
+    """How messages name a reader: its channel, rank and process."""
+    place = "without a rank" if rank < 0 else f"rank {rank}"
+    return f"{channel} reader {place} (pid {os.getpid()})"
+
+
 class QueueReader(MessageQueue):
     """A reader end: receives every message exactly once, in the writer's order."""
 
@@ -89,14 +96,14 @@ class QueueReader(MessageQueue):
         self._lost_at: float | None = None  # when the writer was first seen gone
         #: What a call ends in when it does not return the message (errors, owed records,
         #: the writer's BROKEN once seen).
-        self._outcomes = ReaderOutcomes(
-            life, self._who, f"the writer (pid {handle.writer_pid} on host {handle.writer_host})"
+        self._outcomes = ReaderOutcomes(  # no reference back to the end: freed by refcount
+            life, functools.partial(reader_name, self.channel, rank),
+            f"the writer (pid {handle.writer_pid} on host {handle.writer_host})",
         )
         self._open()
 
     def _who(self) -> str:
-        rank = "without a rank" if self.rank < 0 else f"rank {self.rank}"
-        return f"{self.channel} reader {rank} (pid {os.getpid()})"
+        return reader_name(self.channel, self.rank)
 
     @property
     def state(self) -> enum.Enum:
