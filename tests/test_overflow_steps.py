@@ -168,7 +168,7 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
             self.socket_out += 1
             self.stashed += e.action == READER_STASH
         elif e.action == READER_RECV_FRAME:
-            if self.stashed:  # _take_frame takes the stash first
+            if self.stashed:  # FrameReceiver.take takes the stash first
                 self.stashed -= 1
                 OverflowStepMachine.fired["frame taken from the stash"] += 1
             else:

@@ -29,7 +29,7 @@ from verifiedring import (
 )
 from verifiedring import cursors as cursors_module
 from verifiedring.queue import wire
-from verifiedring.queue.flavors import overflow
+from verifiedring.queue.flavors import control
 from verifiedring.ring import WriterCursor
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import hold_local_frames, wedge_local_socket
@@ -300,7 +300,7 @@ def _reader_blocked_for_30_s(g: Group, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``g``'s reader, each block of its waits up to 30 s and its timed socket look
     every 30 s, with no writer watch (so that only what the writer does can end its
     block, and only a look the protocol makes can see its frame)."""
-    monkeypatch.setattr(overflow, "SLICE", 30.0)
+    monkeypatch.setattr(control, "SLICE", 30.0)
     r = g.readers[0]
     r._cursor.max_block = r._cursor.max_idle_block = 30.0
     assert r._writer_watch is not None

@@ -204,22 +204,22 @@ def test_a_waiting_dequeue_looks_at_its_socket_once_per_slice_not_per_call(
     """Each dequeue that had to wait once drained the socket and checked the writer's
     pid (/proc) first: ~90 us per message in a ping-pong (10x the floor ring). Waiting
     dequeues look every SLICE; only a timeout=0 poll looks every call."""
-    from verifiedring.queue.flavors import overflow
+    from verifiedring.queue.flavors import control
 
     w, (r,) = queues(1, 0)
     looks = []
-    real = overflow.pending_frames
+    real = control.pending_frames
 
     def counted(sock: Any) -> Any:
         looks.append(1)
         return real(sock)
 
-    monkeypatch.setattr(overflow, "pending_frames", counted)
+    monkeypatch.setattr(control, "pending_frames", counted)
     started = time.monotonic()
     for _ in range(40):
         with pytest.raises(RingTimeoutError):
             r.dequeue(timeout=0.001)
-    slices = (time.monotonic() - started) / overflow.SLICE  # one look each is due
+    slices = (time.monotonic() - started) / control.SLICE  # one look each is due
     assert len(looks) <= 2 + slices, f"{len(looks)} looks in 40 short waits, {slices:.1f} SLICEs"
     looks.clear()
     w.close()

@@ -56,13 +56,12 @@ from verifiedring import (
     MessageQueue,
 )
 from verifiedring.queue import wire
-from verifiedring.queue.flavors.overflow import OverflowReader
-from verifiedring.queue.flavors.run.reader import RunReader, RunReceiver
+from verifiedring.queue.flavors.control import LocalControl
+from verifiedring.queue.flavors.run.reader import RunReader
+from verifiedring.queue.flavors.run.receiver import RunReceiver
 from verifiedring.queue.flavors.run.writer import RunWriter
 from verifiedring.queue.held_chunk import TakenChunk
-from verifiedring.queue.local_reader import LocalReader
 from verifiedring.queue.outcomes import ReaderOutcomes
-from verifiedring.queue.reader import QueueReader
 from verifiedring.queue.serialization import Serializer
 from verifiedring.queue.transmitters import LocalTransmitter
 from verifiedring.queue.writer_base import WriterBase
@@ -122,7 +121,7 @@ def test_a_reader_cut_at_its_release_entry_returns_the_decoded_message_next(
     for m in ("m0", "m1", "m2", "m3"):
         w.enqueue(m, timeout=T)
     assert r.dequeue(timeout=T) == "m0"
-    _cut_at_entry(lambda: r.dequeue(timeout=T), TakenChunk._release_taken.__code__)
+    _cut_at_entry(lambda: r.dequeue(timeout=T), TakenChunk.release_taken.__code__)
     assert [r.dequeue(timeout=T) for _ in range(3)] == ["m1", "m2", "m3"]
     w.enqueue("m4", timeout=T)  # every chunk was released: the writer does not stall
     assert r.dequeue(timeout=T) == "m4"
@@ -139,7 +138,7 @@ def test_paying_a_message_whose_release_was_cut_releases_its_chunk_first() -> No
         w.wait_until_ready(T)
         r.wait_until_ready(T)
         w.enqueue("m1", timeout=T)
-        _cut_at_entry(lambda: r.dequeue(timeout=T), TakenChunk._release_taken.__code__)
+        _cut_at_entry(lambda: r.dequeue(timeout=T), TakenChunk.release_taken.__code__)
         assert r.dequeue(timeout=T) == "m1"
         w.enqueue("m2", timeout=0)  # the one chunk is free already: no wait
         assert r.dequeue(timeout=T) == "m2"
@@ -181,7 +180,7 @@ def test_a_frame_cut_after_its_receive_is_reported_and_the_next_delivered(channe
         assert r.dequeue(timeout=T)[:2] == b"m0"
         # right after the receive returned the frame: remote, at its header's parse;
         # overflow, at the BROKEN check of the frame taken for the pending marker
-        cut = QueueReader._parse_header if remote else OverflowReader._note_broken
+        cut = ReaderOutcomes.header if remote else LocalControl.note_broken
         _cut_at_entry(lambda: r.dequeue(timeout=T), cut.__code__)
         with pytest.raises(DecodeError) as lost:
             r.dequeue(timeout=T)
@@ -206,7 +205,7 @@ def test_an_acquire_read_cut_making_its_view_reports_the_message_and_goes_on(
             return bytes(buf[:2])
 
     assert read() == b"m0"
-    assert_interrupted(read, signal_at_c_call(TakenChunk._lend.__code__, "toreadonly"))
+    assert_interrupted(read, signal_at_c_call(TakenChunk.lend.__code__, "toreadonly"))
     with pytest.raises(DecodeError) as cut:
         read()
     assert cut.value.seq == 1
@@ -257,8 +256,8 @@ def test_a_run_writer_cut_in_a_step_leaves_every_reader_a_clean_stream(
 
 @pytest.mark.usefixtures("sigusr1")
 @pytest.mark.parametrize("code", [
-    RunReader.begin.__code__, LocalReader._load_run.__code__, RunReceiver.load.__code__,
-], ids=["begin", "_load_run", "load"])
+    RunReader.begin.__code__, RunReceiver.deliver.__code__, RunReceiver.load.__code__,
+], ids=["begin", "deliver", "load"])
 def test_a_reader_cut_as_it_starts_a_run_reports_it_and_reads_on(
     streams: tuple[MessageQueue, MessageQueue], code: CodeType
 ) -> None:

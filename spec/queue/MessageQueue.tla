@@ -904,7 +904,7 @@ ReaderPayOwed(r) ==
                    subscribed, acked, rseq, pending, shutTotal, brokeTotal, lost,
                    timeouts, sendFails, decodeFails, interrupts>>
 
-\* queue/local_reader.py: _take_frame: the stash first, in arrival order,
+\* queue/flavors/overflow.py: FrameReceiver.take: the stash first, in arrival order,
 \* else the local socket; the frame must carry the pending sequence number.
 \* "hold" releases the chunk only now.
 ReaderRecvFrame(r) ==
@@ -928,7 +928,7 @@ ReaderRecvFrame(r) ==
                    shutTotal, brokeTotal, lost, timeouts, sendFails>>
     /\ UNCHANGED cuts
 
-\* queue/local_reader.py: _take_frame raises RingTimeoutError while the
+\* queue/flavors/overflow.py: FrameReceiver.take raises RingTimeoutError while the
 \* payload frame has not arrived (the stash is empty; self._pending is kept);
 \* the caller may call dequeue again.
 ReaderTimeout(r) ==
@@ -960,7 +960,7 @@ ReaderResume(r) ==
 \* from the socket while the reader waits on the ring is stashed. The code
 \* drains only after a failed ring poll, which may be arbitrarily old: the
 \* model lets a reader between messages drain at any time (a superset); a
-\* run's wait for its next chunk drains too (run.py: watch_run).
+\* run's wait for its next chunk drains too (run/receiver.py: _watch_run).
 Draining(r) ==
     /\ r \in LocalReaders
     /\ \/ rpc[r] = "idle" /\ pending[r] = 0
@@ -1051,7 +1051,7 @@ RemoteSeeShutdown(r) ==
                    timeouts, sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/flavors/overflow.py: _note_broken: BROKEN drained from the local
+\* queue/flavors/control.py: note_broken: BROKEN drained from the local
 \* socket while the reader waits on the ring or mid-run, or received where
 \* the pending marker's frame would be (the stash is taken first): its total
 \* is noted.

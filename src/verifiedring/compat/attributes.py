@@ -227,7 +227,7 @@ class VllmLocalReader(LocalReader, VllmQueue):
     buffer = property(lambda self: VllmRingBuffer.over(self._ring))
     current_idx = property(lambda self: self._cursor.index)
     local_reader_rank = property(lambda self: self.local_reader_ranks.index(self.rank))
-    local_socket = property(lambda self: self._sock)
+    local_socket = property(lambda self: self._control.sock)
 
     @property
     def _spin_condition(self) -> spin.SpinCondition:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..arena import ArenaHandle
 from ..errors import BrokenPeerError, MisuseError, require_int
 from ..ring import RingHandle
+from ..shm import SHM_DIR
 from .curve import CurveKeys
 from .sockets import KEY_BYTES, Signer
 from .wire import MAX_RANK
@@ -258,3 +259,19 @@ def _address_ok(address: str, scheme: str) -> bool:
         return "\0" not in address
     host, sep, port = address[len(prefix):].rpartition(":")
     return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
+def check_segment(bh: RingHandle) -> None:
+    """:class:`BrokenPeerError` unless the segment ``bh`` names has the size its
+    geometry needs (a missing one is left to the attach, which names it)."""
+    expected = bh.layout.total_bytes
+    try:
+        actual = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
+    except FileNotFoundError:
+        return
+    if actual != expected:
+        raise BrokenPeerError(
+            f"segment {bh.name!r} has {actual} bytes but the handle's geometry "
+            f"(n_reader={bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, "
+            f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
+        )

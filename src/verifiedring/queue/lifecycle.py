@@ -260,7 +260,7 @@ class ReaderLifecycle(Lifecycle[ReaderState]):
     that stores nothing the reader reads); every other move goes through
     :meth:`enter`."""
 
-    __slots__ = ("cut_receives", "delivery", "owed", "receiving")
+    __slots__ = ("cut_receives", "delivery", "owed", "receiving", "shutdown_total")
 
     def __init__(self) -> None:
         super().__init__(ReaderState.INIT, READER_TRANSITIONS)
@@ -275,6 +275,8 @@ class ReaderLifecycle(Lifecycle[ReaderState]):
         # cut, which may have taken a frame off the socket and lost it.
         self.receiving = False
         self.cut_receives = 0
+        # Invariant: the writer's SHUTDOWN total once seen (never below seq), else None.
+        self.shutdown_total: int | None = None
 
     def saw(self, state: ReaderState) -> bool:
         """Watched: the check of a move a site makes with plain stores next (true, so a

@@ -10,25 +10,24 @@ state for it (FRAME, RUN): the next one goes on from there.
 
 from __future__ import annotations
 
-import os
-import weakref
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from time import monotonic
 from typing import Any, ClassVar
 
 import zmq
 
 from ..arena import ArenaReader
-from ..errors import BrokenPeerError, ClosedError, DecodeError, MisuseError, RingTimeoutError
+from ..errors import MisuseError, RingTimeoutError
 from ..ring import RingHandle, ShmRingBuffer
-from ..shm import SHM_DIR
 from ..steps import READER_TAKE_CHUNK, QueueObserver
 from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .ages import took
-from .flavors.overflow import OverflowReader
-from .flavors.run.reader import NOT_DECODED, RunReceiver
-from .handle import Handle, check_ipc, check_tag
+from .flavors.control import FRAME_WAIT_MS, LocalControl
+from .flavors.overflow import FrameReceiver
+from .flavors.run.receiver import RunReceiver
+from .handle import Handle, check_ipc, check_segment, check_tag
 from .held_chunk import TakenChunk
 from .lifecycle import CUT_DECODE, ReaderState
 from .reader import QueueReader, subscribe
@@ -45,12 +44,12 @@ _KIND_NAMES = {
 _INLINE_KINDS = (wire.INLINE, wire.INLINE_LENT, wire.RAW)  # RAW: acquire_write's bytes
 _IDLE = ReaderState.IDLE
 _OWED = ReaderState.OWED
-_RUN = ReaderState.RUN
-_CUT_AS_BEGUN = "cut as its run began"
 
 
-class LocalReader(TakenChunk, OverflowReader, QueueReader):
-    """A reader on the writer's host: ``create_from_handle`` with a local rank."""
+class LocalReader(QueueReader):
+    """A reader on the writer's host: ``create_from_handle`` with a local rank. It holds
+    its ring cursor, its control channel (:class:`LocalControl`), the socket flavor's
+    frame receiver, the stream flavor's run receiver and its taken chunk."""
 
     is_local_reader = True
     channel = "local"
@@ -66,7 +65,6 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             raise MisuseError(f"handle lists local rank {rank} but carries no ring")
         self.max_chunk_bytes = bh.max_chunk_bytes
         self.max_chunks = bh.max_chunks
-        self._init_overflow()
         _check_ring(self, handle, bh)
         self._ring = ShmRingBuffer.attach(bh)
         sock: zmq.Socket[Any] | None = None
@@ -75,19 +73,22 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             arena = handle.tensor_arena_handle
             if arena is not None:  # before the subscription: then the writer may unlink it
                 self._arena = ArenaReader(arena, self.local_reader_ranks.index(rank))
-            self._sock = sock = subscribe(
-                self, handle.local_subscribe_addr, bh.max_chunks + 1, None
+            sock = subscribe(self, handle.local_subscribe_addr, bh.max_chunks + 1, None)
+            life, outcomes = self._life, self._outcomes
+            self._control = control = LocalControl(sock, life, outcomes, observer, self._actor)
+            self._frames = FrameReceiver(control, life, outcomes, observer, self._actor)
+            self._writer_watch = watch_writer(
+                self._ctx, sock, cursor, control.look_now, self._who()
             )
-            self._writer_watch = watch_writer(self._ctx, sock, cursor, self._look_now, self._who())
-            self._runs = RunReceiver(self._cursor, weakref.proxy(self), observer, self._actor)
+            self._runs = RunReceiver(cursor, life, outcomes, control, observer, self._actor)
             self._run = self._runs.run
+            self._taken = TakenChunk(cursor, life, self._run)
             #: Called after each message taken from the ring (a pluggable sleeper's clock).
             self.on_read: Callable[[], None] | None = None
             #: What a one-chunk message becomes: its object; acquire_read's: its chunk.
             self._load_inline: Callable[[memoryview, tuple[int, int, int, int]], Any] = (
                 _load_inline
             )
-            self._lent = False  # the chunk of the message just dequeued is still taken
         except BaseException:
             watch = getattr(self, "_writer_watch", None)
             if watch is not None:
@@ -101,12 +102,12 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
         self._closed = False
 
     def _socket(self) -> zmq.Socket[Any]:
-        return self._sock
+        return self._control.sock
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         """Take the ring chunk of the next message and dispatch on its kind."""
         cursor = self._cursor
-        held = cursor.holding and self._held_unread()
+        held = cursor.holding and self._taken.held_unread()
         if not held and not cursor.poll():
             self._wait_ring(deadline, poll)
         self._took_at = monotonic()  # its chunk is there: before the step
@@ -147,12 +148,16 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
                     life.owed = delivery
                     life.state = _OWED
                     return got
-                self._begin_large(chunk, header)
+                # a run's FIRST (the run holds the chunk on), or an overflow marker (the
+                # chunk is released now, the frame awaited)
+                begin = self._runs.begin if kind == wire.RUN_FIRST else self._frames.expect
+                begin(chunk, header)
             finally:
                 # kept taken if cut before its message was consumed: read again next
-                if not run.active and not self._lent and (life.seq != expect or
+                taken = self._taken
+                if not run.active and not taken.lent and (life.seq != expect or
                                                           life.state is not _IDLE):
-                    self._release_taken()
+                    taken.release_taken()
                 on_read = self.on_read
                 if on_read is not None:
                     on_read()
@@ -160,25 +165,8 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
             if obs is not None:
                 obs.end(self._actor, READER_TAKE_CHUNK, seq, got, _KIND_NAMES.get(kind, ""))
         if run.active:
-            return self._load_run()
-        return self._take_frame(seq, deadline)  # the marker's
-
-    def _begin_large(self, chunk: memoryview, header: tuple[int, int, int, int]) -> None:
-        """The chunk starts a run (the run holds it on), or is an overflow marker (its
-        frame is awaited)."""
-        kind, seq = header[0], header[1]
-        if kind == wire.RUN_FIRST:
-            # the run counts as cut until its load ends (stores only: no call before the
-            # sequence number moves): the next dequeue skips its rest and reports it
-            life = self._life
-            life.seen is None or life.saw(_RUN)  # checked if watched
-            self._runs.interrupted = (seq, _CUT_AS_BEGUN)
-            life.state = _RUN
-            life.seq = seq + 1  # consumed before it is decoded
-            self._run.begin(seq, chunk, header[2])
-        else:
-            self._pending = seq  # the chunk is released now; the frame is awaited
-            self._life.enter(ReaderState.FRAME)
+            return self._runs.deliver(self._watch, self._log_interval())
+        return self._frames.take(seq, deadline, self._recv)  # the marker's
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
@@ -188,101 +176,100 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
     def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
         """A dequeue after one left unfinished: the pending frame, or the run's rest."""
         if self._life.state is ReaderState.FRAME:
-            return self._resume(deadline)
-        self._finish_interrupted_run()
+            return self._frames.resume(deadline, self._recv)
+        if self._runs.finish_cut(self._watch, self._log_interval()):
+            return self._pay_owed()  # the cut run's DecodeError
         return self._dequeue(deadline, poll)
 
     def _wait_ring(self, deadline: Deadline, poll: bool) -> None:
         if self._writer_watch is not None and not self._writer_watch.holds():
             self._writer_watch = None
         if poll:
-            self._socket_check_at = 0.0  # a poll drains the socket (SHUTDOWN) each call
+            self._control.look_now()  # a poll drains the socket (SHUTDOWN) each call
         if not self._ring_or_shutdown():
             wait_for(
                 self._ring_or_shutdown, deadline, self._ring_stall, self._ring_timeout,
                 sleeper=self._cursor.sleeper, recheck=self._recheck_ring,
             )
 
-    # --- runs -------------------------------------------------------------------------
+    def _ring_or_shutdown(self) -> bool:
+        """The ring's next chunk is ready; every ``SLICE`` also drain the socket
+        (stash frames, note SHUTDOWN: raises :class:`ClosedError` once all is read).
+        Not ready after ``shutdown()``: raises :class:`CancelledError` (vLLM checks the
+        ring first, so a published message is still returned)."""
+        cursor = self._cursor
+        if cursor.poll():
+            return True
+        if self.shutting_down:
+            self._cancelled()
+        control = self._control
+        looked = control.look()
+        if self._outcomes.broke is not None:
+            if cursor.poll():  # published before BROKEN was sent
+                return True
+            control.tell()
+        if looked:
+            total = self._life.shutdown_total
+            if total is not None:
+                self._saw_shutdown(total)
+            self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
+        return False
 
-    def _load_run(self) -> Any:
-        runs = self._runs
-        runs.decoded = NOT_DECODED
+    def _recheck_ring(self) -> bool:
+        """The re-check before a block: :meth:`_ring_or_shutdown`; and once the writer
+        has ended (its SHUTDOWN or BROKEN sent, maybe still in flight: the ring's ended
+        word), a wait of at most ``FRAME_WAIT_MS`` on the socket and a look at it however
+        recent the last one, with no block on the ring after it (ReaderWake.tla: the
+        frame is seen however long its delivery takes, and no block outlasts it)."""
+        if self._cursor.poll():
+            return True
+        if self._cursor.see_ended():
+            control = self._control
+            control.sock.poll(FRAME_WAIT_MS)
+            control.look_now()
+        return self._ring_or_shutdown()
+
+    @contextlib.contextmanager
+    def acquire_read(
+        self, timeout: float | None = None, indefinite: bool = False
+    ) -> Iterator[memoryview]:
+        """vLLM's buffer API: the next message's ring chunk in place, read-only (the
+        bytes after verifiedring's header: an ``acquire_write`` body's, or the encoded
+        object), with ``dequeue``'s waits, sequence check and errors. Leaving releases
+        the chunk (the writer may reuse it), also when the body raises. A message that
+        is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
+        yielded read-only, any other raises :class:`MisuseError` naming its type."""
+        taken = self._taken
+        self._load_inline = taken.lend
         try:
-            return runs.load()
+            got = self.dequeue(timeout, indefinite=indefinite)
         finally:
-            # the run is over (else the next dequeue skips its rest): its object, if
-            # decoded, is owed until dequeue returns it (stores only: no call)
-            life = self._life
-            if runs.interrupted is None and life.state is _RUN:
-                got = runs.decoded
-                move = _IDLE if got is NOT_DECODED else _OWED
-                life.seen is None or life.saw(move)  # checked if watched
-                runs.decoded = NOT_DECODED
-                if got is NOT_DECODED:
-                    life.state = _IDLE
-                else:
-                    delivery = life.delivery
-                    delivery.obj = got
-                    life.owed = delivery
-                    life.state = _OWED
-
-    def _finish_interrupted_run(self) -> None:
-        """Skip the rest of the run a dequeue left mid-way and raise DecodeError for
-        it; left mid-way again (an interrupt, a cancel), the state stays RUN. The error
-        is owed (stores only, as the run's record clears) before it is raised: a cut
-        after the skip leaves it to the next dequeue."""
-        interrupted = self._runs.interrupted
-        life = self._life
-        if interrupted is None:
-            life.enter(_IDLE)
+            self._load_inline = _load_inline
+        if not taken.lent:  # not in one chunk: as a remote reader's, bytes or refused
+            with self._bytes_view(got) as view:
+                yield view
             return
-        life.seen is None or life.saw(_OWED)  # checked if watched
-        err = self._runs.finish_interrupted(*interrupted)
-        life.owed = err
-        life.state = _OWED
-        self._pay_owed()
+        try:
+            yield got
+        finally:
+            taken.lent = False
+            try:
+                self._cursor.release()
+            finally:
+                with contextlib.suppress(BufferError):  # the caller kept a view of it
+                    got.release()
 
-    # --- what the run asks (RunOwner) ---------------------------------------------
+    def _look(self) -> bool:
+        return self._taken.look()
 
-    def who(self) -> str:
-        return self._who()
-
-    def stall_interval(self) -> float:
-        return self._log_interval()
-
-    def named(self, exc: DecodeError) -> DecodeError:
-        return self._outcomes.named(exc)
-
-    def broken(self, why: str) -> None:
-        self._outcomes.broken(why)
-
-    def watch_run(self) -> None:
-        """While a run waits for its next chunk: woken, the writer gone or broken
-        (BROKEN, nothing more in the ring), or SHUTDOWN before the run's end (the
-        writer could not abort it) raise."""
-        self._watch()
-        self._look_at_socket()
-        if self._outcomes.broke is not None and not self._cursor.poll():
-            self._tell()
-        total = self._shutdown_total
-        run = self._run
-        if total is not None and total <= run.seq:
-            why = (
-                f"the writer shut the queue down after {total} messages, in the middle of "
-                f"message seq {run.seq}'s run (part {run.part} read)"
-            )
-            self._stop(ReaderState.CLOSED, why)
-            raise ClosedError(f"{self._who()}: {why}")
-
-    # --- waiting ------------------------------------------------------------------
+    def _pay_owed(self) -> Any:
+        self._taken.settle()
+        return self._outcomes.pay_owed()
 
     def _writer_lost(self) -> str | None:
-        """Gone once nobody holds the ring's lock: its process exited (or closed the
-        ring), whatever PID namespace it runs in (its pid may mean nothing here)."""
-        if not self._ring.creator_holds():
-            return "its process has exited or let go of the ring"
-        return None
+        """Gone once nobody holds the ring's lock, whatever PID namespace it runs in."""
+        held = self._ring.creator_holds()
+        return None if held else "its process has exited or let go of the ring"
 
     def _ring_stall(self) -> StallLog:
         return StallLog(self._describe_ring_wait, self._log_interval())
@@ -294,17 +281,15 @@ class LocalReader(TakenChunk, OverflowReader, QueueReader):
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
         c = self._cursor
-        return RingTimeoutError(
-            f"{self._who()} timed out after {waited:.3f} s waiting for message seq "
-            f"{self._life.seq} in ring chunk {c.index} ({c.flag_state()})"
-        )
+        return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
+                                f"message seq {self._life.seq} in ring chunk {c.index} "
+                                f"({c.flag_state()})")
 
     def _release(self) -> None:
         self._run.close()
-        self._stash.clear()
         if self._writer_watch is not None:
             self._writer_watch.close()  # first: its thread may cut the ring's sleep word
-        self._sock.close(linger=0)
+        self._control.close()
         self._ring.close()
         if self._arena is not None:
             self._arena.close()
@@ -316,14 +301,4 @@ def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:
     check_tag(handle, reader._signer, reader._who())
     if handle.local_subscribe_addr is not None:  # checked by the caller
         check_ipc(handle.local_subscribe_addr, reader._outcomes.writer, reader._who())
-    expected = bh.layout.total_bytes
-    try:
-        actual: int | None = os.stat(os.path.join(SHM_DIR, bh.name)).st_size
-    except FileNotFoundError:
-        actual = None  # attach reports a missing segment
-    if actual is not None and actual != expected:
-        raise BrokenPeerError(
-            f"segment {bh.name!r} has {actual} bytes but the handle's geometry "
-            f"(n_reader={bh.n_reader}, max_chunk_bytes={bh.max_chunk_bytes}, "
-            f"max_chunks={bh.max_chunks}) needs {expected}: handle and segment do not match"
-        )
+    check_segment(bh)

@@ -15,11 +15,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokenPeerError, DecodeError
 from . import wire
 from .lifecycle import CutDecode, Owed, ReaderLifecycle, ReaderState
+
+if TYPE_CHECKING:
+    import zmq
 
 _IDLE = ReaderState.IDLE
 _OWED = ReaderState.OWED
@@ -40,6 +43,10 @@ class ReaderOutcomes:
         self.writer = writer
         #: Invariant: the writer's BROKEN (messages it sent, why) once seen, else None.
         self.broke: tuple[int, str] | None = None
+
+    def who(self) -> str:
+        """How messages name this reader."""
+        return self._who()
 
     def told_broken(self) -> BrokenPeerError:
         """Broken for good, as the writer's BROKEN said (:attr:`_broke`): the error."""
@@ -119,6 +126,23 @@ class ReaderOutcomes:
         life.receiving = False
         life.seq = expected + 1
         return err
+
+    def header(self, first: zmq.Frame) -> tuple[int, int, int, int]:
+        """The header of a frame's first part; a malformed one is the writer's fault:
+        :class:`BrokenPeerError` naming this reader."""
+        if first.buffer.nbytes != wire.HEADER_BYTES:
+            raise BrokenPeerError(
+                f"{self._who()}: malformed header of {first.buffer.nbytes} bytes, expected "
+                f"{wire.HEADER_BYTES}"
+            )
+        return wire.read_header(first.buffer)
+
+    def load_frame(self, seq: int, frames: list[zmq.Frame]) -> Any:
+        """The object of message ``seq``'s frame; a DecodeError names this reader."""
+        try:
+            return wire.load_frame(seq, [f.buffer for f in frames])
+        except DecodeError as exc:
+            raise self.named(exc) from exc.cause
 
     def named(self, exc: DecodeError) -> DecodeError:
         exc.receiver = self._who()

@@ -87,8 +87,6 @@ class QueueReader(MessageQueue):
         self._life = life = ReaderLifecycle()
         if observer is not None:
             life.watch()
-        # Invariant: the writer's SHUTDOWN total once seen (never below _seq), else None.
-        self._shutdown_total: int | None = None
         self._handle = handle
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
@@ -182,7 +180,7 @@ class QueueReader(MessageQueue):
 
     def _told_shutdown(self) -> bool:
         """Whether this reader is closed by the writer's SHUTDOWN (not by close())."""
-        return self._shutdown_total is not None and not self._closed
+        return self._life.shutdown_total is not None and not self._closed
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         """This role's dequeue from IDLE (``poll``: the caller's timeout is 0)."""
@@ -223,14 +221,6 @@ class QueueReader(MessageQueue):
     def _socket(self) -> zmq.Socket[Any]:
         """The socket READY and SHUTDOWN arrive on."""
         raise NotImplementedError
-
-    def _parse_header(self, first: zmq.Frame) -> tuple[int, int, int, int]:
-        if first.buffer.nbytes != wire.HEADER_BYTES:
-            raise BrokenPeerError(
-                f"{self._who()}: malformed header of {first.buffer.nbytes} bytes, expected "
-                f"{wire.HEADER_BYTES}"
-            )
-        return wire.read_header(first.buffer)
 
     def _recv(self, sock: zmq.Socket[Any], deadline: Deadline, what: str) -> list[zmq.Frame]:
         def describe() -> str:
@@ -281,9 +271,7 @@ class QueueReader(MessageQueue):
     def _handshake(self, deadline: Deadline) -> None:
         """Wait for the writer's READY."""
         # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
-        header = self._parse_header(
-            self._recv(self._socket(), deadline, "READY")[0]
-        )
+        header = self._outcomes.header(self._recv(self._socket(), deadline, "READY")[0])
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
@@ -303,7 +291,7 @@ class QueueReader(MessageQueue):
 
     def _saw_shutdown(self, total: int) -> None:
         """The writer sent ``total`` messages in all: refuse once all are received."""
-        self._shutdown_total = total
+        self._life.shutdown_total = total
         if self._life.seq >= total:
             # spec: ReaderClose -- every message received: from now on ClosedError
             self._stop(ReaderState.CLOSED, f"the writer shut the queue down after {total} messages")
@@ -312,13 +300,6 @@ class QueueReader(MessageQueue):
                 obs.begin(self._actor)
                 obs.end(self._actor, READER_CLOSE, total)
             self._refuse()
-
-    def _load_frame(self, seq: int, frames: list[zmq.Frame]) -> Any:
-        """The object of message ``seq``'s frame; a DecodeError names this reader."""
-        try:
-            return wire.load_frame(seq, [f.buffer for f in frames])
-        except DecodeError as exc:
-            raise self._outcomes.named(exc) from exc.cause
 
 
 def _wait_unfed(reader: QueueReader, indefinite: bool, deadline: Deadline) -> NoReturn:
@@ -331,7 +312,7 @@ def _wait_unfed(reader: QueueReader, indefinite: bool, deadline: Deadline) -> No
     SIGTERM) ends it too."""
     if not (indefinite and engine.policy.wait_after_shutdown and reader._told_shutdown()):
         raise  # the ClosedError its caller handles
-    why = f"the writer shut the queue down after {reader._shutdown_total} messages"
+    why = f"the writer shut the queue down after {reader._life.shutdown_total} messages"
 
     def timed_out(waited: float) -> RingTimeoutError:
         return RingTimeoutError(f"{reader._who()} timed out after {waited:.3f} s: {why}")

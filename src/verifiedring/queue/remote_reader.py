@@ -78,7 +78,7 @@ class RemoteReader(QueueReader):
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         frames = self._next_frames(deadline)
         self._took_at = monotonic()  # its frame is here: before the step
-        header = self._parse_header(frames[0])
+        header = self._outcomes.header(frames[0])
         kind, seq = header[0], header[1]
         obs = self._observer
         if obs is not None:
@@ -119,7 +119,7 @@ class RemoteReader(QueueReader):
                 if aborted:
                     reason = wire.abort_reason(frames[1].buffer)
                     raise self._outcomes.named(MessageAbortedError(seq, 0, reason))
-                got = self._load_frame(seq, frames)
+                got = self._outcomes.load_frame(seq, frames)
             except BaseException as exc:
                 got = self._outcomes.failed(seq, exc)
                 raise

@@ -231,7 +231,7 @@ def replace_reader_cursor(reader: MessageQueue, cursor: Any) -> Iterator[None]:
 def look_at_socket_next(reader: MessageQueue) -> None:
     """A local reader waiting on the ring drains its socket at its next failed poll,
     however recent its last look (as its writer watch makes it when the writer is lost)."""
-    _local_reader(reader)._look_now()
+    _local_reader(reader)._control.look_now()
 
 
 def next_seq(writer: MessageQueue) -> int:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pickle
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from ....errors import (
     BrokenPeerError,
-    CancelledError,
-    ClosedError,
-    DecodeError,
     MessageAbortedError,
     MisuseError,
 )
@@ -19,6 +17,7 @@ from ....ring import ReaderCursor
 from ....steps import READER_READ_RUN_CHUNK, READER_RELEASE_RUN_CHUNK, QueueObserver
 from ....waiting import FOREVER, StallLog, wait_for
 from ... import wire
+from ...outcomes import ReaderOutcomes
 from . import KIND_OF, bytes_view
 
 _HEADER_BYTES = wire.HEADER_BYTES
@@ -28,19 +27,9 @@ _NO_VIEW = memoryview(b"")
 NOT_DECODED: Any = object()
 
 
-class RunOwner(Protocol):
-    """What the run's reader half asks its queue reader (a weak proxy: no cycle, so
-    ``mq = None`` frees the reader)."""
-
-    def who(self) -> str: ...
-
-    def watch_run(self) -> None: ...
-
-    def stall_interval(self) -> float: ...
-
-    def named(self, exc: DecodeError) -> DecodeError: ...
-
-    def broken(self, why: str) -> None: ...
+def unwatched() -> None:
+    """A run's watch outside the calls that read it: a run waits only inside them."""
+    raise AssertionError("a run waits only inside RunReceiver.load or finish_interrupted")
 
 
 class RunReader:
@@ -48,10 +37,16 @@ class RunReader:
     ``readline``; each chunk is released once its bytes are consumed."""
 
     def __init__(
-        self, cursor: ReaderCursor, owner: RunOwner, observer: QueueObserver | None, actor: str
+        self, cursor: ReaderCursor, outcomes: ReaderOutcomes, observer: QueueObserver | None,
+        actor: str,
     ) -> None:
         self._cursor = cursor
-        self._owner = owner
+        self._outcomes = outcomes
+        #: The reader's watch while it waits for a chunk, and its stall-log interval: set
+        #: by :class:`RunReceiver` for the call that reads (no reference kept after it:
+        #: no cycle back to the reader).
+        self.watch: Callable[[], None] = unwatched
+        self.stall_interval = 0.0
         self._observer = observer
         self._actor = actor
         # Invariant: _held iff _view is the taken chunk's bytes of the run (else _NO_VIEW).
@@ -110,7 +105,7 @@ class RunReader:
 
     def read(self, n: int = -1) -> bytes:
         if n < 0:
-            raise MisuseError(f"{self._owner.who()}: read() of a whole run is not supported")
+            raise MisuseError(f"{self._outcomes.who()}: read() of a whole run is not supported")
         view = self._view
         pos = self._pos
         if len(view) - pos >= n:  # the common case: one copy
@@ -222,8 +217,7 @@ class RunReader:
             cursor.release()
         held = cursor.holding
         if not held and not cursor.poll():
-            wait_for(cursor.poll, FOREVER, self._stall, _never, self._owner.watch_run,
-                     cursor.sleeper)
+            wait_for(cursor.poll, FOREVER, self._stall, _never, self.watch, cursor.sleeper)
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
@@ -244,8 +238,8 @@ class RunReader:
             cursor.release()
             self.active = False
             raise BrokenPeerError(
-                f"{self._owner.who()}: in ring chunk {index} got {wire.kind_name(kind)} seq {seq} "
-                f"part {part}, expected part {self.part + 1} (RUN_MORE, RUN_LAST or "
+                f"{self._outcomes.who()}: in ring chunk {index} got {wire.kind_name(kind)} "
+                f"seq {seq} part {part}, expected part {self.part + 1} (RUN_MORE, RUN_LAST or "
                 f"RUN_ABORT) of message seq {self.seq}: the run was broken"
             )
         if kind == wire.RUN_ABORT:
@@ -254,7 +248,7 @@ class RunReader:
             raise aborted
 
     def _stall(self) -> StallLog:
-        return StallLog(self._describe, self._owner.stall_interval())
+        return StallLog(self._describe, self.stall_interval)
 
     def close(self) -> None:
         """Let go of the chunk a run holds (the ring is closing): no view stays on it."""
@@ -267,94 +261,10 @@ class RunReader:
     def _describe(self) -> str:
         c = self._cursor
         return (
-            f"{self._owner.who()} waits for part {self.part + 1} of message seq {self.seq} "
+            f"{self._outcomes.who()} waits for part {self.part + 1} of message seq {self.seq} "
             f"(a run) in ring chunk {c.index} ({c.flag_state()})"
         )
 
 
 def _never(waited: float) -> Exception:
     raise AssertionError("a run's wait has no deadline")
-
-
-class RunReceiver:
-    """The reader half: the object of a run whose FIRST chunk was taken. A broken run
-    (a chunk out of place) breaks the reader for good. Left mid-way (an interrupt, a
-    cancel), the message is not lost unseen: the next dequeue raises DecodeError."""
-
-    def __init__(
-        self, cursor: ReaderCursor, owner: RunOwner, observer: QueueObserver | None, actor: str
-    ) -> None:
-        self.run = RunReader(cursor, owner, observer, actor)
-        self._owner = owner
-        #: (seq, why) of the run a dequeue left mid-way, else ``None``.
-        self.interrupted: tuple[int, str] | None = None
-        #: The run's object once decoded (before its LAST's release: a cut there finds
-        #: it), else NOT_DECODED.
-        self.decoded: Any = NOT_DECODED
-
-    def load(self) -> Any:
-        """The run's object (its FIRST chunk taken by ``run.begin``). :attr:`interrupted`
-        is set before (the reader's): cleared once the run is over."""
-        run = self.run
-        try:
-            got = self._unpickle()
-        except MessageAbortedError as exc:
-            self.interrupted = None
-            raise self._owner.named(exc) from None
-        except BrokenPeerError as exc:
-            self.interrupted = None
-            self._owner.broken(f"broken since message seq {run.seq}'s run: {exc}")
-            raise
-        except BaseException as exc:
-            self.interrupted = (
-                (run.seq, f"{type(exc).__name__}: {exc}".rstrip(": ")) if run.active else None
-            )
-            raise
-        self.interrupted = None
-        return got
-
-    def _unpickle(self) -> Any:
-        run = self.run
-        seq = run.seq
-        try:
-            got = run.load()
-        except (BrokenPeerError, ClosedError, CancelledError):  # the writer gone, or woken
-            raise
-        except DecodeError:  # MessageAbortedError: the writer aborted the run
-            raise
-        except Exception as exc:
-            # the run goes on to its LAST (or ABORT) first: the next dequeue starts after it
-            err = self._owner.named(DecodeError(seq, exc, None))
-            run.skip_rest(err)
-            raise err from exc
-        if not run.at_end:
-            err = self._owner.named(DecodeError(
-                seq, ValueError("the run has bytes after the end of its pickle stream")
-            ))
-            run.skip_rest(err)
-            raise err
-        self.decoded = got
-        run.skip_rest(got)  # its LAST: released, the object delivered
-        return got
-
-    def finish_interrupted(self, seq: int, why: str) -> DecodeError:
-        """Skip the rest of the run a dequeue left mid-way; the DecodeError to raise for
-        its message (consumed: the next dequeue returns the next message)."""
-        run = self.run
-        cause: BaseException = RuntimeError(
-            f"the dequeue reading it was interrupted mid-run ({why}); the rest of its run "
-            "was skipped"
-        )
-        try:
-            if run.seq != seq:  # cut before the run began: its FIRST is released
-                run.resume(seq)
-            if run.active:
-                run.skip_rest(self._owner.named(DecodeError(seq, cause)))
-        except MessageAbortedError as exc:  # the writer aborted it meanwhile
-            cause = exc.cause
-        except BrokenPeerError as exc:
-            self._owner.broken(f"broken since message seq {seq}'s run: {exc}")
-            raise
-        err = self._owner.named(DecodeError(seq, cause))
-        self.interrupted = None  # after the error is made: a cut before leaves it owed
-        return err
