@@ -28,7 +28,7 @@ from ..waiting import FOREVER, Deadline
 from . import wire
 from .curve import DEFAULT_HEARTBEAT_TIMEOUT
 from .flavors.arena import ArenaOptions
-from .flavors.run.writer import RunSender
+from .flavors.run.writer import RunSender, unbound_abort
 from .handle import check_counts
 from .lifecycle import WriterState
 from .sockets import bind_address
@@ -133,6 +133,9 @@ class QueueWriter(WriterEnd):
         if self._busy:
             raise self._conflict("enqueue()")
         self._busy = True
+        runs = self._runs
+        if runs is not None:  # a run this call cannot finish is aborted by the writer
+            runs.abort = self.abort_run  # this call's (cleared as it ends: no cycle)
         try:
             # at CHUNK, the hot path (untimed: no call); else a due abort first, or a refusal
             life = self._life
@@ -150,18 +153,15 @@ class QueueWriter(WriterEnd):
             if streaming is None:
                 p = self._dumps(obj)
             else:
-                life.enter(_RUN)
-                try:
-                    streamed = self._stream(streaming, obj, seq, deadline)
-                finally:
-                    if life.state is _RUN and not streaming.active:
-                        life.enter(_CHUNK)
+                streamed = self._stream_run(streaming, obj, seq, deadline)
                 if streamed is None:
                     return
                 p = streamed
             self._publish(obj, seq, p, deadline)
         finally:
             self._busy = False
+            if runs is not None:
+                runs.abort = unbound_abort
 
     def _publish(self, obj: Any, seq: int, p: wire.Pickled, deadline: Deadline) -> None:
         """Message ``seq`` (``p``): credit, the local path, then the frames."""
@@ -191,6 +191,18 @@ class QueueWriter(WriterEnd):
                 self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
                 raise
         self._life.seq = seq + 1  # plain: no call between the publish and it
+
+    def _stream_run(
+        self, runs: RunSender, obj: Any, seq: int, deadline: Deadline
+    ) -> wire.Pickled | None:
+        """:meth:`_stream` in state RUN; back to CHUNK unless a run is left unfinished."""
+        life = self._life
+        life.enter(_RUN)
+        try:
+            return self._stream(runs, obj, seq, deadline)
+        finally:
+            if life.state is _RUN and not runs.active:
+                life.enter(_CHUNK)
 
     def _stream(
         self, runs: RunSender, obj: Any, seq: int, deadline: Deadline

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import weakref
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -45,6 +44,11 @@ logger = logging.getLogger("verifiedring")
 
 #: A channel's send: ``(parts, what, seq, observer)``.
 Send = Callable[[list[Any], str, int, "QueueObserver | None"], None]
+
+
+def writer_name() -> str:
+    """How messages name the writer: its process."""
+    return f"writer (pid {os.getpid()})"
 
 
 class WriterBase(MessageQueue):
@@ -101,9 +105,8 @@ class WriterBase(MessageQueue):
             local.cursor.log_interval = self.log_interval
             if self.large_objects == "stream":
                 spill = self.n_reader == self.n_local_reader  # no remote reader needs it whole
-                owner = weakref.proxy(self)
                 local.runs = self._runs = RunSender(
-                    local.cursor, self._observer, owner, layout.fits, spill
+                    local.cursor, self._observer, writer_name, layout.fits, spill
                 )
             if arena is not None:
                 local.arena = arena_writer(self.n_local_reader, arena, self._life)
@@ -131,11 +134,7 @@ class WriterBase(MessageQueue):
         return 0 if self._remote is None else self._remote.credit.rejected
 
     def _who(self) -> str:
-        return f"writer (pid {os.getpid()})"
-
-    def who(self) -> str:
-        """How messages name this writer (for its flavors)."""
-        return self._who()
+        return writer_name()
 
     def export_handle(self) -> Handle:
         if self._closed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from time import monotonic
-from typing import Any, Protocol
+from typing import Any
 
 from ....errors import MisuseError
 from ....ring import WriterCursor
@@ -282,12 +282,14 @@ def _no_watch() -> None:
     return None
 
 
-class RunSenderOwner(Protocol):
-    """What a :class:`RunSender` asks its writer (a weak proxy: no cycle)."""
+#: How a run is ended when the writer cannot finish it: ``abort(run, reason, deadline)``
+#: (the writer's ``abort_run``: ABORT in the ring, and to remote readers, or a withdrawal).
+Abort = Callable[[RunWriter, str, Deadline], None]
 
-    def who(self) -> str: ...
 
-    def abort_run(self, run: RunWriter, reason: str, deadline: Deadline) -> None: ...
+def unbound_abort(run: RunWriter, reason: str, deadline: Deadline) -> None:
+    """A run sender's abort between the writer's calls: no run is sent there."""
+    raise AssertionError("a run is aborted only inside the writer's enqueue")
 
 
 class RunSender:
@@ -296,11 +298,14 @@ class RunSender:
     straight into the run; else pickled first, then written."""
 
     def __init__(
-        self, cursor: WriterCursor, observer: QueueObserver | None, owner: RunSenderOwner,
+        self, cursor: WriterCursor, observer: QueueObserver | None, who: Callable[[], str],
         fits: Callable[[int], bool], spill: bool,
     ) -> None:
         self.run = RunWriter(cursor, observer)
-        self._owner = owner
+        self._who = who
+        #: The writer's abort for the enqueue in progress: set by the writer for that call
+        #: and cleared as it ends (no reference back to the writer between calls).
+        self.abort: Abort = unbound_abort
         #: Pickle straight into the run (no remote reader needs the object whole).
         self.spill = spill
         self._file = Spill(self.run, fits)
@@ -324,9 +329,9 @@ class RunSender:
         except MisuseError as exc:
             if not run.active:
                 raise
-            self._owner.abort_run(run, f"pickling raised {exc.__cause__!r}", deadline)
+            self.abort(run, f"pickling raised {exc.__cause__!r}", deadline)
             raise MisuseError(
-                f"{self._owner.who()}: cannot serialize message seq {seq} (an object of type "
+                f"{self._who()}: cannot serialize message seq {seq} (an object of type "
                 f"{type(obj).__module__}.{type(obj).__qualname__}): {exc.__cause__!r} after "
                 f"{run.part - 1} of its chunks were published; the message was aborted (every "
                 "reader raises MessageAbortedError for it)"
@@ -362,4 +367,4 @@ class RunSender:
         run = self.run
         if run.active and run.holding:
             reason = f"the writer was interrupted ({type(exc).__name__})"
-            self._owner.abort_run(run, reason, FOREVER)
+            self.abort(run, reason, FOREVER)
