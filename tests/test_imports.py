@@ -31,7 +31,7 @@ LAYERS: dict[str, str] = {
     **{m: "ground" for m in _GROUND},
     **{m: "ring" for m in _RING},
     **{f"queue.{m}": "queue base" for m in _QUEUE_BASE},
-    **{f"queue.flavors.{m}": "flavors" for m in ("__init__", "arena", "control", "overflow")},
+    **{f"queue.flavors.{m}": "flavors" for m in ("__init__", "control", "overflow")},
     **{f"queue.flavors.run.{m}": "flavors" for m in ("__init__", "reader", "receiver", "writer")},
     **{f"queue.{m}": "roles" for m in _ROLES},
     "__init__": "entry",

@@ -42,11 +42,15 @@ Serializer, reused (``clear_memo``), writing to a sink whose ``write`` is
 ``reducer_override``, a Python call per object). Without torch imported the
 ``pickle.dumps`` path is unchanged (one ``sys.modules`` lookup).
 
-**The tensor arena** (writer ``enable_shm_tensor_arena=True``, see
-:mod:`verifiedring.arena`): a tensor that ``arena.qualifies`` (contiguous CPU,
-at least ``ARENA_MIN_BYTES``) is copied once into a free arena slot and pickled
-as a stub, before the rule above is called; with no free slot it takes the
-path above (the writer never waits).
+**The tensor arena**, a plug-in of the serializer (writer
+``enable_shm_tensor_arena=True``, every reader local, see :mod:`verifiedring.arena`;
+:class:`ArenaOptions`, :func:`arena_writer`): a tensor that ``arena.qualifies``
+(contiguous CPU, at least ``ARENA_MIN_BYTES``) is copied once into a free arena slot
+and pickled as a stub, before the rule above is called; with no free slot it takes the
+path above (the writer never waits). The message itself goes inline, as an overflow
+frame or as a run, as any other; the reader half is an
+:class:`~verifiedring.arena.ArenaReader` that the local reader points at each
+message's sequence number before it unpickles.
 
 A failure to pickle raises :class:`MisuseError` naming the type, before
 anything is published (arena slots it claimed are reclaimed by the next
@@ -58,14 +62,13 @@ from __future__ import annotations
 import copyreg
 import pickle
 import sys
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .. import engine
+from ..arena import DEFAULT_SLOT_BYTES, DEFAULT_SLOTS, ArenaWriter
 from ..errors import MisuseError
 from .wire import Pickled
-
-if TYPE_CHECKING:
-    from ..arena import ArenaWriter
 
 PROTOCOL = 5
 #: Buffers smaller than this stay inside the pickle stream (a frame per tiny
@@ -73,6 +76,32 @@ PROTOCOL = 5
 DEFAULT_OOB_THRESHOLD = 64 * 1024
 
 _BYTES_TYPES = (bytes, bytearray)
+
+
+@dataclass(frozen=True)
+class ArenaOptions:
+    """The tensor arena's geometry: ``slots`` slots of ``slot_bytes`` bytes."""
+
+    slots: int = DEFAULT_SLOTS
+    slot_bytes: int = DEFAULT_SLOT_BYTES
+
+
+class Sequenced(Protocol):
+    """An end's lifecycle: its next message's sequence number is ``seq``."""
+
+    seq: int
+
+
+def arena_writer(n_reader: int, options: ArenaOptions, life: Sequenced) -> ArenaWriter:
+    """The writer's arena for ``n_reader`` local readers; it reads the next sequence
+    number off ``life``, the writer's lifecycle (which holds nothing of the writer)."""
+
+    def next_seq() -> int:
+        return life.seq
+
+    return ArenaWriter(n_reader, next_seq, options.slots, options.slot_bytes)
+
+
 #: What the serializer holds between calls: no reference to the last object's memory.
 _NO_BUFFERS: list[memoryview] = []
 

@@ -27,10 +27,10 @@ from ..steps import (
 from ..waiting import FOREVER, Deadline
 from . import wire
 from .curve import DEFAULT_HEARTBEAT_TIMEOUT
-from .flavors.arena import ArenaOptions
 from .flavors.run.writer import RunSender, unbound_abort
 from .handle import check_counts
 from .lifecycle import WriterState
+from .serialization import ArenaOptions
 from .sockets import bind_address
 from .transmitters import (
     DEFAULT_LINGER,

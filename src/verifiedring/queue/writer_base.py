@@ -30,13 +30,12 @@ from ..steps import (
 )
 from ..waiting import Deadline, StallLog, wait_readable
 from . import wire
-from .flavors.arena import ArenaOptions, arena_writer
 from .flavors.run.writer import RunSender
 from .handle import Handle, ring_tag
 from .lifecycle import WriterLifecycle, WriterState, refusal
 from .message_queue import MessageQueue
 from .peers import Peers
-from .serialization import Serializer
+from .serialization import ArenaOptions, Serializer, arena_writer
 from .sockets import Signer, new_key, send_now, welcome
 from .transmitters import LocalTransmitter, RemoteOptions, RemoteTransmitter
 

@@ -10,6 +10,10 @@ inline         a message that fits one chunk, whole in it: the local
                ring, the object as a frame on the local socket
 ``run``        a larger one (``large_objects="stream"``): a run of chunks,
                pickled into and unpickled out of the ring
-``arena``      large CPU tensors, through the shared tensor arena
 =============  ===============================================================
+
+Beside them, a local reader's control channel (:mod:`.control`: the socket the
+writer's READY, SHUTDOWN, BROKEN and overflow frames arrive on). The tensor arena is
+no flavor: it is a plug-in of the serializer (:mod:`..serialization`) and composes
+with all three.
 """
