@@ -118,7 +118,7 @@ class _OutOfBand:
         return (type(self.obj), (pickle.PickleBuffer(self.obj),))
 
 
-class _Sink:
+class _Parts:
     """A file for the reused Pickler: each ``write`` appends to ``parts``."""
 
     __slots__ = ("write",)
@@ -161,23 +161,27 @@ def reduce_tensor(t: Any) -> Any:
     return t.__reduce_ex__(PROTOCOL)
 
 
-class Spill(Protocol):
-    """The file :meth:`Serializer.dump_into` pickles into (the run flavor's
+class Sink(Protocol):
+    """The file :meth:`Serializer.dump_into` pickles one message into (the run flavor's
     :class:`~.flavors.run.writer.Spill`): named here, so the serializer imports no
     flavor."""
 
-    #: What was written while the object still fits one chunk, in order.
-    parts: list[Any]
-    #: Where the serializer keeps the out-of-band buffers it takes.
-    buffers: list[memoryview]
-    #: The object went into a run (nothing is returned for it).
-    streamed: bool
-    #: The exception this file raised, if any (not the pickler's own).
-    raised: BaseException | None
-
     def write(self, b: Any) -> int: ...
 
-    def keep_out_of_band(self, nbytes: int) -> bool: ...
+    def keep_out_of_band(self, buf: memoryview) -> bool:
+        """Whether the sink takes ``buf`` out of band (kept with the message); else the
+        pickler writes it in band."""
+        ...
+
+    def raised(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the sink's own (not the pickler's failure)."""
+        ...
+
+    def finish(self, wrapped: bool) -> Pickled | None:
+        """The message as :meth:`Serializer.dumps` returns it if it fit one chunk
+        (``wrapped``: the object's bytes went out of band whole); ``None`` if it went
+        into a run (its caller finishes it)."""
+        ...
 
 
 class Serializer:
@@ -194,19 +198,22 @@ class Serializer:
         self._parts: list[Any] = []  # what the reused Pickler wrote for one object
         self._pickler: pickle.Pickler | None = None  # made once torch is imported
         self._n_global_reducers = -1  # _table_key() when the table was built
-        self._spill: Spill | None = None  # the file of dump_into's call in progress
-        self._spill_pickler: tuple[Spill, pickle.Pickler, int] | None = None
+        self._sink: Sink | None = None  # the file of dump_into's call in progress
+        self._sink_pickler: tuple[Sink, pickle.Pickler, int] | None = None
 
     def _keep(self, buf: pickle.PickleBuffer) -> bool:
+        """The pickler's buffer callback: false takes ``buf`` out of band (into the
+        message's buffers, or the sink's), true serializes it in band."""
         raw = buf.raw()
-        spill = self._spill
-        if raw.nbytes < self._threshold or (
-            spill is not None and not spill.keep_out_of_band(raw.nbytes)
-        ):
-            raw.release()
-            return True  # true: serialize this buffer in band
-        self._oob.append(raw)
-        return False
+        if raw.nbytes >= self._threshold:
+            sink = self._sink
+            if sink is None:
+                self._oob.append(raw)
+                return False
+            if sink.keep_out_of_band(raw):
+                return False
+        raw.release()
+        return True
 
     def _reduce_tensor(self, t: Any) -> Any:
         """The dispatch entry with an arena or a reducer hook: a qualifying tensor
@@ -239,53 +246,50 @@ class Serializer:
         pickler = self._pickler
         key = self._table_key()
         if pickler is None or key != self._n_global_reducers:
-            pickler = self._new_pickler(_Sink(self._parts), torch)
+            pickler = self._new_pickler(_Parts(self._parts), torch)
             self._pickler = pickler
             self._n_global_reducers = key
         return pickler
 
-    def _pickler_into(self, spill: Spill) -> pickle.Pickler:
-        """The reused Pickler writing to ``spill`` (its table as :meth:`_tensor_pickler`'s
+    def _pickler_into(self, sink: Sink) -> pickle.Pickler:
+        """The reused Pickler writing to ``sink`` (its table as :meth:`_tensor_pickler`'s
         once torch is imported)."""
         torch = sys.modules.get("torch")
         key = -1 if torch is None else self._table_key()
-        made = self._spill_pickler
-        if made is None or made[0] is not spill or made[2] != key:
-            made = (spill, self._new_pickler(spill, torch), key)
-            self._spill_pickler = made
+        made = self._sink_pickler
+        if made is None or made[0] is not sink or made[2] != key:
+            made = (sink, self._new_pickler(sink, torch), key)
+            self._sink_pickler = made
         return made[1]
 
-    def dump_into(self, obj: object, spill: Spill) -> Pickled | None:
-        """``obj`` pickled into ``spill`` (armed by the caller): what fits one chunk is
+    def _target(self, obj: object) -> object:
+        """What is pickled for ``obj``: a large ``bytes`` / ``bytearray`` as one
+        out-of-band buffer (:class:`_OutOfBand`), anything else as itself."""
+        if type(obj) in _BYTES_TYPES and len(obj) >= self._threshold:  # type: ignore[arg-type]
+            return _OutOfBand(obj)  # type: ignore[arg-type]
+        return obj
+
+    def dump_into(self, obj: object, sink: Sink) -> Pickled | None:
+        """``obj`` pickled into ``sink`` (armed by the caller): what fits one chunk is
         returned as :meth:`dumps` returns it; a larger object went into a run of
         chunks as it was pickled (``None``; the caller finishes the run). Raises
         :class:`MisuseError` if it cannot be pickled (the run, if begun, is left
-        for the caller to abort), and what ``spill`` itself raised, unchanged."""
-        oob: list[memoryview] = []
-        self._oob = oob
-        spill.buffers = oob
-        self._spill = spill
-        target = obj
-        if type(obj) in _BYTES_TYPES and len(obj) >= self._threshold:  # type: ignore[arg-type]
-            target = _OutOfBand(obj)  # type: ignore[arg-type]
+        for the caller to abort), and what ``sink`` itself raised, unchanged."""
+        self._sink = sink
+        target = self._target(obj)
         if self._arena is not None:
             self._arena.begin()
-        pickler = self._pickler_into(spill)
+        pickler = self._pickler_into(sink)
         try:
             pickler.dump(target)
         except Exception as exc:
-            if exc is spill.raised:
+            if sink.raised(exc):
                 raise
             raise self._unpicklable(obj, exc) from exc
         finally:
             pickler.clear_memo()
-            self._oob = _NO_BUFFERS
-            self._spill = None
-        if spill.streamed:
-            return None
-        parts = spill.parts
-        stream = parts[0] if len(parts) == 1 else b"".join(parts)
-        return stream, oob, target is not obj
+            self._sink = None
+        return sink.finish(target is not obj)
 
     @staticmethod
     def _unpicklable(obj: object, exc: Exception) -> MisuseError:
@@ -299,9 +303,7 @@ class Serializer:
         """``obj`` pickled; raises :class:`MisuseError` naming its type if it cannot be."""
         oob: list[memoryview] = []
         self._oob = oob
-        target = obj
-        if type(obj) in _BYTES_TYPES and len(obj) >= self._threshold:  # type: ignore[arg-type]
-            target = _OutOfBand(obj)  # type: ignore[arg-type]
+        target = self._target(obj)
         torch = sys.modules.get("torch")
         try:
             if torch is None:

@@ -205,77 +205,87 @@ class RunWriter:
 
 
 class Spill:
-    """The file a Pickler writes one message to: in memory while the message fits one
-    chunk (``parts``, as ``pickle.dumps`` would give it), a run from the first byte
-    that does not (the fit rule: ``fits`` applied to :mod:`..wire`'s sizes)."""
+    """The file a Pickler writes one message to (the serializer's
+    :class:`~..serialization.Sink`): in memory while the message fits one chunk (its
+    parts, as ``pickle.dumps`` would give them), a run from the first byte that does
+    not (the fit rule: ``fits`` applied to :mod:`..wire`'s sizes)."""
 
     def __init__(self, run: RunWriter, fits: Callable[[int], bool]) -> None:
         self.run = run
         self._fits = fits
-        self.parts: list[Any] = []
+        self._parts: list[Any] = []
         self._size = 0  # the bytes of an INLINE chunk holding what was kept so far
-        #: Where the serializer keeps the out-of-band buffers it takes
-        #: (:meth:`keep_out_of_band`), set by it for each message.
-        self.buffers: list[memoryview] = []
+        self._buffers: list[memoryview] = []  # the out-of-band buffers kept
         self._seq = -1
         self._deadline = FOREVER
         self._watch: Callable[[], None] = _no_watch
         self._obj: object = None
-        self.streamed = False  # this message went into a run
-        #: The exception this file raised, if any (not the pickler's own).
-        self.raised: BaseException | None = None
+        self._streamed = False  # this message went into a run
+        self._raised: BaseException | None = None  # this file's own exception, if any
 
     def arm(self, seq: int, deadline: Deadline, watch: Callable[[], None], obj: object) -> None:
         """Start message ``seq``."""
-        self.parts.clear()
+        self._parts.clear()
+        self._buffers = []
         self._size = _HEADER_BYTES
         self._seq = seq
         self._deadline = deadline
         self._watch = watch
         self._obj = obj
-        self.streamed = False
-        self.raised = None
+        self._streamed = False
+        self._raised = None
 
     def disarm(self) -> None:
         """Hold no reference to the last message."""
-        self.parts.clear()
-        self.buffers = []
+        self._parts.clear()
+        self._buffers = []
         self._obj = None
         self._watch = _no_watch
 
-    def keep_out_of_band(self, nbytes: int) -> bool:
-        """Whether a buffer of ``nbytes`` may travel out of band: yes while the message
-        still fits one chunk with it; no once it is a run (in band: streamed)."""
-        size = self._size + wire.buffer_bytes(nbytes)
-        if self.streamed or not self._fits(size):
+    def keep_out_of_band(self, buf: memoryview) -> bool:
+        """Whether ``buf`` travels out of band (kept): yes while the message still fits
+        one chunk with it; no once it is a run (in band: streamed)."""
+        size = self._size + wire.buffer_bytes(buf.nbytes)
+        if self._streamed or not self._fits(size):
             return False
         self._size = size
+        self._buffers.append(buf)
         return True
+
+    def raised(self, exc: BaseException) -> bool:
+        return exc is self._raised
+
+    def finish(self, wrapped: bool) -> wire.Pickled | None:
+        if self._streamed:
+            return None
+        parts = self._parts
+        stream = parts[0] if len(parts) == 1 else b"".join(parts)
+        return stream, self._buffers, wrapped
 
     def write(self, b: Any) -> int:
         try:
-            if self.streamed:
+            if self._streamed:
                 return self.run.write(b)
             n = len(b) if type(b) is bytes else memoryview(b).nbytes
-            self.parts.append(b)
+            self._parts.append(b)
             self._size += n
             if not self._fits(self._size):
                 self._spill()
             return n
         except BaseException as exc:
-            self.raised = exc
+            self._raised = exc
             raise
 
     def _spill(self) -> None:
         """The message does not fit one chunk: begin its run with what was kept."""
         run = self.run
         run.begin(self._seq, self._deadline, self._watch, self._obj)
-        self.streamed = True
-        run.write_head(self.buffers)
-        self.buffers.clear()
-        for part in self.parts:
+        self._streamed = True
+        run.write_head(self._buffers)
+        self._buffers.clear()
+        for part in self._parts:
             run.write(part)
-        self.parts.clear()
+        self._parts.clear()
 
 
 def _no_watch() -> None:
