@@ -256,8 +256,8 @@ def test_a_run_writer_cut_in_a_step_leaves_every_reader_a_clean_stream(
 
 @pytest.mark.usefixtures("sigusr1")
 @pytest.mark.parametrize("code", [
-    RunReader.begin.__code__, RunReceiver.deliver.__code__, RunReceiver.load.__code__,
-], ids=["begin", "deliver", "load"])
+    RunReader.begin.__code__, RunReceiver.take.__code__, RunReceiver.load.__code__,
+], ids=["begin", "take", "load"])
 def test_a_reader_cut_as_it_starts_a_run_reports_it_and_reads_on(
     streams: tuple[MessageQueue, MessageQueue], code: CodeType
 ) -> None:

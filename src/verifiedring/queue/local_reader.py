@@ -24,6 +24,7 @@ from ..steps import READER_TAKE_CHUNK, QueueObserver
 from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .ages import took
+from .flavors import NEXT, LargeReceiver, ReaderWaits
 from .flavors.control import FRAME_WAIT_MS, LocalControl
 from .flavors.overflow import FrameReceiver
 from .flavors.run.receiver import RunReceiver
@@ -150,8 +151,8 @@ class LocalReader(QueueReader):
                     return got
                 # a run's FIRST (the run holds the chunk on), or an overflow marker (the
                 # chunk is released now, the frame awaited)
-                begin = self._runs.begin if kind == wire.RUN_FIRST else self._frames.expect
-                begin(chunk, header)
+                large: LargeReceiver = self._runs if kind == wire.RUN_FIRST else self._frames
+                large.begin(chunk, header)
             finally:
                 # kept taken if cut before its message was consumed: read again next
                 taken = self._taken
@@ -164,9 +165,7 @@ class LocalReader(QueueReader):
         finally:
             if obs is not None:
                 obs.end(self._actor, READER_TAKE_CHUNK, seq, got, _KIND_NAMES.get(kind, ""))
-        if run.active:
-            return self._runs.deliver(self._watch, self._log_interval())
-        return self._frames.take(seq, deadline, self._recv)  # the marker's
+        return large.take(deadline, self._waits())
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
@@ -175,11 +174,14 @@ class LocalReader(QueueReader):
 
     def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
         """A dequeue after one left unfinished: the pending frame, or the run's rest."""
-        if self._life.state is ReaderState.FRAME:
-            return self._frames.resume(deadline, self._recv)
-        if self._runs.finish_cut(self._watch, self._log_interval()):
-            return self._pay_owed()  # the cut run's DecodeError
-        return self._dequeue(deadline, poll)
+        large: LargeReceiver = (
+            self._frames if self._life.state is ReaderState.FRAME else self._runs
+        )
+        got = large.unfinished(deadline, self._waits())
+        return self._dequeue(deadline, poll) if got is NEXT else got
+
+    def _waits(self) -> ReaderWaits:
+        return ReaderWaits(self._recv, self._watch, self._log_interval())
 
     def _wait_ring(self, deadline: Deadline, poll: bool) -> None:
         if self._writer_watch is not None and not self._writer_watch.holds():

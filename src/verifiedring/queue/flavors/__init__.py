@@ -17,3 +17,50 @@ writer's READY, SHUTDOWN, BROKEN and overflow frames arrive on). The tensor aren
 no flavor: it is a plug-in of the serializer (:mod:`..serialization`) and composes
 with all three.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple, Protocol
+
+import zmq
+
+from ...waiting import Deadline
+
+#: A chunk's header as :func:`..wire.decode_chunk` reads it: (kind, seq, nbytes, part).
+Header = tuple[int, int, int, int]
+#: What :meth:`LargeReceiver.unfinished` returns when nothing of the message is left to
+#: deliver or report: the reader goes on with the next message.
+NEXT: Final[Any] = object()
+
+
+class ReaderWaits(NamedTuple):
+    """What a local reader lends its receiver for one call: its own waits, so the
+    receiver holds no reference back to it."""
+
+    #: ``recv(socket, deadline, what)``: a frame, with the reader's stall lines, writer
+    #: watch and deadline.
+    recv: Callable[[zmq.Socket[Any], Deadline, str], list[zmq.Frame]]
+    #: The reader's watch while it waits (cancelled, the writer gone).
+    watch: Callable[[], None]
+    #: Its stall-log interval for this call (seconds).
+    interval: float
+
+
+class LargeReceiver(Protocol):
+    """A flavor's reader half: a message that does not fit one chunk, begun by the
+    ring chunk that starts it (an overflow marker; a run's FIRST)."""
+
+    def begin(self, chunk: memoryview, header: Header) -> None:
+        """The chunk taken, ``header``'s, starts a message of this flavor."""
+        ...
+
+    def take(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+        """The object of the message begun."""
+        ...
+
+    def unfinished(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+        """A dequeue after one that this flavor's message left unfinished (a timeout,
+        an interrupt): its object, or its report raised; :data:`NEXT` if nothing of it
+        is left."""
+        ...

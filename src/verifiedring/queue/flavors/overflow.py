@@ -24,7 +24,6 @@ so does a frame wait that finds BROKEN where the frame would be.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -43,6 +42,7 @@ from .. import wire
 from ..lifecycle import CUT_DECODE, ReaderLifecycle, ReaderState
 from ..outcomes import ReaderOutcomes
 from ..sockets import LocalEndpoint, send_frames
+from . import Header, ReaderWaits
 from .control import LocalControl
 
 _OWED = ReaderState.OWED
@@ -68,14 +68,10 @@ class FrameSender:
             obs.end(WRITER_ACTOR, WRITER_SEND_LOCAL_FRAME, seq)
 
 
-#: How a reader receives frames: ``recv(socket, deadline, what)``, its waits (stall
-#: lines, the writer watch, the deadline) its own.
-Receive = Callable[[zmq.Socket[Any], Deadline, str], list[zmq.Frame]]
-
-
 class FrameReceiver:
-    """The socket flavor's reader half: the frame of the overflow marker a dequeue took
-    (``pending``, state FRAME), from the stash first, else received now."""
+    """The socket flavor's reader half (a :class:`LargeReceiver`): the frame of the
+    overflow marker a dequeue took (``pending``, state FRAME), from the stash first,
+    else received now."""
 
     __slots__ = ("_actor", "_control", "_life", "_observer", "_outcomes", "pending")
 
@@ -89,42 +85,30 @@ class FrameReceiver:
         self._observer = observer
         self._actor = actor
 
-    def expect(self, chunk: memoryview, header: tuple[int, int, int, int]) -> None:
-        """The chunk taken (``header``'s) is an overflow marker: its frame is awaited."""
+    def begin(self, chunk: memoryview, header: Header) -> None:
+        """The chunk taken (``header``'s) is an overflow marker: it is released now and
+        its frame awaited."""
         self.pending = header[1]
         self._life.enter(ReaderState.FRAME)
 
-    def resume(self, deadline: Deadline, recv: Receive) -> Any:
+    def unfinished(self, deadline: Deadline, waits: ReaderWaits) -> Any:
         """A dequeue after a timeout goes back to the pending frame."""
         obs = self._observer
         if obs is not None:
             # spec: ReaderResume -- a dequeue after a timeout goes back to the pending frame
             obs.begin(self._actor)
             obs.end(self._actor, READER_RESUME, self.pending)
-        return self.take(self.pending, deadline, recv)
+        return self.take(deadline, waits)
 
-    def take(self, pending: int, deadline: Deadline, recv: Receive) -> Any:
-        """Marker ``pending``'s object: its frame, from the stash or received with ``recv``."""
+    def take(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+        """The pending marker's object: its frame, from the stash or received now."""
+        pending = self.pending
         obs = self._observer
         control = self._control
         outcomes = self._outcomes
         outcomes.mark_receive()  # a take from the stash too: one cut after it may lose it
         # spec: ReaderRecvFrame -- the stash first, in arrival order
-        if control.stash:
-            frames = control.stash.popleft()
-        else:
-            if outcomes.broke is not None:  # BROKEN came after every frame sent: not this one
-                control.tell()
-            try:
-                frames = recv(
-                    control.sock, deadline,
-                    f"overflow frame seq {pending} on the local socket (its chunk is released)",
-                )
-            except RingTimeoutError:
-                self._timed_out(pending)
-                raise
-            if control.note_broken(frames):
-                control.tell()
+        frames = control.stash.popleft() if control.stash else self._receive(deadline, waits)
         if obs is not None:
             obs.begin(self._actor)
         seq = -1
@@ -160,6 +144,25 @@ class FrameReceiver:
         finally:
             if obs is not None:
                 obs.end(self._actor, READER_RECV_FRAME, seq, got)
+
+    def _receive(self, deadline: Deadline, waits: ReaderWaits) -> list[zmq.Frame]:
+        """The pending marker's frame, received now (the stash is empty); BROKEN where
+        it would be (or noted before) raises: broken for good."""
+        control = self._control
+        if self._outcomes.broke is not None:  # BROKEN came after every frame sent: not this one
+            control.tell()
+        pending = self.pending
+        try:
+            frames = waits.recv(
+                control.sock, deadline,
+                f"overflow frame seq {pending} on the local socket (its chunk is released)",
+            )
+        except RingTimeoutError:
+            self._timed_out(pending)
+            raise
+        if control.note_broken(frames):
+            control.tell()
+        return frames
 
     def _timed_out(self, pending: int) -> None:
         """The frame wait of marker ``pending`` ran out; the marker stays pending."""

@@ -15,8 +15,10 @@ from ....errors import (
 )
 from ....ring import ReaderCursor
 from ....steps import QueueObserver
+from ....waiting import Deadline
 from ...lifecycle import ReaderLifecycle, ReaderState
 from ...outcomes import ReaderOutcomes
+from .. import NEXT, Header, ReaderWaits
 from ..control import LocalControl
 from .reader import NOT_DECODED, RunReader, unwatched
 
@@ -27,9 +29,10 @@ _CUT_AS_BEGUN = "cut as its run began"
 
 
 class RunReceiver:
-    """The reader half: the object of a run whose FIRST chunk was taken. A broken run
-    (a chunk out of place) breaks the reader for good. Left mid-way (an interrupt, a
-    cancel), the message is not lost unseen: the next dequeue raises DecodeError."""
+    """The run flavor's reader half (a :class:`..LargeReceiver`): the object of a run
+    whose FIRST chunk was taken. A broken run (a chunk out of place) breaks the reader
+    for good. Left mid-way (an interrupt, a cancel), the message is not lost unseen: the
+    next dequeue raises DecodeError."""
 
     def __init__(
         self, cursor: ReaderCursor, life: ReaderLifecycle, outcomes: ReaderOutcomes,
@@ -48,7 +51,7 @@ class RunReceiver:
         #: it), else NOT_DECODED.
         self.decoded: Any = NOT_DECODED
 
-    def begin(self, chunk: memoryview, header: tuple[int, int, int, int]) -> None:
+    def begin(self, chunk: memoryview, header: Header) -> None:
         """The taken chunk is a run's FIRST: the run holds it on. The run counts as cut
         until its load ends (stores only: no call before the sequence number moves): the
         next dequeue skips its rest and reports it."""
@@ -60,13 +63,14 @@ class RunReceiver:
         life.seq = seq + 1  # consumed before it is decoded
         self.run.begin(seq, chunk, header[2])
 
-    def deliver(self, watch: Callable[[], None], interval: float) -> Any:
-        """:meth:`load`, and the reader's state as the run ends: its object, if decoded,
-        owed until ``dequeue`` returns it; else IDLE (a run left mid-way stays RUN: the
-        next dequeue skips its rest, :meth:`finish_cut`)."""
+    def take(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+        """:meth:`load` (its waits watched by the reader's, with no deadline: a run
+        begun is read to its end), and the reader's state as the run ends: its object,
+        if decoded, owed until ``dequeue`` returns it; else IDLE (a run left mid-way
+        stays RUN: the next dequeue skips its rest, :meth:`unfinished`)."""
         self.decoded = NOT_DECODED
         try:
-            return self.load(watch, interval)
+            return self.load(waits.watch, waits.interval)
         finally:
             # the run is over (else the next dequeue skips its rest): its object, if
             # decoded, is owed until dequeue returns it (stores only: no call)
@@ -154,21 +158,22 @@ class RunReceiver:
         run.skip_rest(got)  # its LAST: released, the object delivered
         return got
 
-    def finish_cut(self, watch: Callable[[], None], interval: float) -> bool:
+    def unfinished(self, deadline: Deadline, waits: ReaderWaits) -> Any:
         """A dequeue after one left mid-run: skip the rest of that run (its waits as
-        :meth:`load`'s) and record its DecodeError as owed (stores only, as the run's
-        record clears), true; left mid-way again (an interrupt, a cancel), the state
-        stays RUN. False (IDLE) when the run was over after all."""
+        :meth:`take`'s) and raise its DecodeError, owed first (stores only, as the
+        run's record clears: a cut after the skip leaves it to the next dequeue); left
+        mid-way again (an interrupt, a cancel), the state stays RUN. :data:`NEXT`
+        (IDLE) when the run was over after all."""
         interrupted = self.interrupted
         life = self._life
         if interrupted is None:
             life.enter(_IDLE)
-            return False
+            return NEXT
         life.seen is None or life.saw(_OWED)  # checked if watched
-        err = self.finish_interrupted(*interrupted, watch, interval)
+        err = self.finish_interrupted(*interrupted, waits.watch, waits.interval)
         life.owed = err
         life.state = _OWED
-        return True
+        return self._outcomes.pay_owed()
 
     def finish_interrupted(
         self, seq: int, why: str, watch: Callable[[], None], interval: float
