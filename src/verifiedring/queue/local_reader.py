@@ -24,7 +24,7 @@ from ..steps import READER_TAKE_CHUNK, QueueObserver
 from ..waiting import Deadline, StallLog, wait_for
 from . import wire
 from .ages import took
-from .flavors import NEXT, LargeReceiver, ReaderWaits
+from .flavors import NEXT, LargeReceiver
 from .flavors.control import FRAME_WAIT_MS, LocalControl
 from .flavors.overflow import FrameReceiver
 from .flavors.run.receiver import RunReceiver
@@ -165,7 +165,7 @@ class LocalReader(QueueReader):
         finally:
             if obs is not None:
                 obs.end(self._actor, READER_TAKE_CHUNK, seq, got, _KIND_NAMES.get(kind, ""))
-        return large.take(deadline, self._waits())
+        return large.take(deadline, self._recv, self._watch, self._log_interval)
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
@@ -177,11 +177,8 @@ class LocalReader(QueueReader):
         large: LargeReceiver = (
             self._frames if self._life.state is ReaderState.FRAME else self._runs
         )
-        got = large.unfinished(deadline, self._waits())
+        got = large.unfinished(deadline, self._recv, self._watch, self._log_interval)
         return self._dequeue(deadline, poll) if got is NEXT else got
-
-    def _waits(self) -> ReaderWaits:
-        return ReaderWaits(self._recv, self._watch, self._log_interval())
 
     def _wait_ring(self, deadline: Deadline, poll: bool) -> None:
         if self._writer_watch is not None and not self._writer_watch.holds():

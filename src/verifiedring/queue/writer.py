@@ -153,7 +153,7 @@ class QueueWriter(WriterEnd):
             if streaming is None:
                 p = self._dumps(obj)
             else:
-                streamed = self._stream_run(streaming, obj, seq, deadline)
+                streamed = self._stream(streaming, obj, seq, deadline)
                 if streamed is None:
                     return
                 p = streamed
@@ -192,37 +192,32 @@ class QueueWriter(WriterEnd):
                 raise
         self._life.seq = seq + 1  # plain: no call between the publish and it
 
-    def _stream_run(
-        self, runs: RunSender, obj: Any, seq: int, deadline: Deadline
-    ) -> wire.Pickled | None:
-        """:meth:`_stream` in state RUN; back to CHUNK unless a run is left unfinished."""
-        life = self._life
-        life.enter(_RUN)
-        try:
-            return self._stream(runs, obj, seq, deadline)
-        finally:
-            if life.state is _RUN and not runs.active:
-                life.enter(_CHUNK)
-
     def _stream(
         self, runs: RunSender, obj: Any, seq: int, deadline: Deadline
     ) -> wire.Pickled | None:
-        """``obj`` pickled into the ring (no remote reader): a large one as a run
-        (``None``: sent), else what fits one chunk."""
-        local = self._local
+        """``obj`` pickled into the ring (no remote reader), in state RUN: a large one
+        as a run (``None``: sent), else what fits one chunk; back to CHUNK unless a run
+        is left unfinished."""
+        life = self._life
+        life.enter(_RUN)
         try:
-            p = runs.dump(self._serializer, obj, seq, deadline, self._watch)
-        except RingTimeoutError as exc:
-            if local is None or runs.active:
+            try:
+                p = runs.dump(self._serializer, obj, seq, deadline, self._watch)
+            except RingTimeoutError as exc:
+                local = self._local
+                if local is None or runs.active:
+                    raise
+                raise self._ring_stalled(local, seq, exc) from None
+            except BaseException as exc:
+                if runs.run.ended == seq:  # interrupted after its LAST's store: it is sent
+                    self._published_then_interrupted(exc, seq, True, None)
                 raise
-            raise self._ring_stalled(local, seq, exc) from None
-        except BaseException as exc:
-            if runs.run.ended == seq:  # interrupted after its LAST's store: it is sent
-                self._published_then_interrupted(exc, seq, True, None)
-            raise
-        if p is None:
-            self._life.seq = seq + 1  # plain: no call between the run's LAST and it
-        return p
+            if p is None:
+                life.seq = seq + 1  # plain: no call between the run's LAST and it
+            return p
+        finally:
+            if life.state is _RUN and not runs.active:
+                life.enter(_CHUNK)
 
     def _send_frames(
         self, seq: int, parts: list[Any], overflow: bool, remote: RemoteTransmitter | None

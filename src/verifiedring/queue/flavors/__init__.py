@@ -21,7 +21,7 @@ with all three.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, Final, Protocol
 
 import zmq
 
@@ -34,32 +34,33 @@ Header = tuple[int, int, int, int]
 NEXT: Final[Any] = object()
 
 
-class ReaderWaits(NamedTuple):
-    """What a local reader lends its receiver for one call: its own waits, so the
-    receiver holds no reference back to it."""
-
-    #: ``recv(socket, deadline, what)``: a frame, with the reader's stall lines, writer
-    #: watch and deadline.
-    recv: Callable[[zmq.Socket[Any], Deadline, str], list[zmq.Frame]]
-    #: The reader's watch while it waits (cancelled, the writer gone).
-    watch: Callable[[], None]
-    #: Its stall-log interval for this call (seconds).
-    interval: float
+#: A reader's receive of a frame: ``recv(socket, deadline, what)``, with its stall lines,
+#: its writer watch and the deadline.
+Receive = Callable[[zmq.Socket[Any], Deadline, str], list[zmq.Frame]]
 
 
 class LargeReceiver(Protocol):
     """A flavor's reader half: a message that does not fit one chunk, begun by the
-    ring chunk that starts it (an overflow marker; a run's FIRST)."""
+    ring chunk that starts it (an overflow marker; a run's FIRST). The reader lends
+    it its waits for each call, so the receiver holds no reference back to it: its
+    frame receive ``recv``, its ``watch`` while it waits (cancelled, the writer gone)
+    and its stall-log ``interval`` (seconds, read when a wait first stalls)."""
 
     def begin(self, chunk: memoryview, header: Header) -> None:
         """The chunk taken, ``header``'s, starts a message of this flavor."""
         ...
 
-    def take(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+    def take(
+        self, deadline: Deadline, recv: Receive, watch: Callable[[], None],
+        interval: Callable[[], float],
+    ) -> Any:
         """The object of the message begun."""
         ...
 
-    def unfinished(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+    def unfinished(
+        self, deadline: Deadline, recv: Receive, watch: Callable[[], None],
+        interval: Callable[[], float],
+    ) -> Any:
         """A dequeue after one that this flavor's message left unfinished (a timeout,
         an interrupt): its object, or its report raised; :data:`NEXT` if nothing of it
         is left."""

@@ -24,6 +24,7 @@ so does a frame wait that finds BROKEN where the frame would be.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -42,7 +43,7 @@ from .. import wire
 from ..lifecycle import CUT_DECODE, ReaderLifecycle, ReaderState
 from ..outcomes import ReaderOutcomes
 from ..sockets import LocalEndpoint, send_frames
-from . import Header, ReaderWaits
+from . import Header, Receive
 from .control import LocalControl
 
 _OWED = ReaderState.OWED
@@ -91,16 +92,22 @@ class FrameReceiver:
         self.pending = header[1]
         self._life.enter(ReaderState.FRAME)
 
-    def unfinished(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+    def unfinished(
+        self, deadline: Deadline, recv: Receive, watch: Callable[[], None],
+        interval: Callable[[], float],
+    ) -> Any:
         """A dequeue after a timeout goes back to the pending frame."""
         obs = self._observer
         if obs is not None:
             # spec: ReaderResume -- a dequeue after a timeout goes back to the pending frame
             obs.begin(self._actor)
             obs.end(self._actor, READER_RESUME, self.pending)
-        return self.take(deadline, waits)
+        return self.take(deadline, recv, watch, interval)
 
-    def take(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+    def take(
+        self, deadline: Deadline, recv: Receive, watch: Callable[[], None],
+        interval: Callable[[], float],
+    ) -> Any:
         """The pending marker's object: its frame, from the stash or received now."""
         pending = self.pending
         obs = self._observer
@@ -108,7 +115,7 @@ class FrameReceiver:
         outcomes = self._outcomes
         outcomes.mark_receive()  # a take from the stash too: one cut after it may lose it
         # spec: ReaderRecvFrame -- the stash first, in arrival order
-        frames = control.stash.popleft() if control.stash else self._receive(deadline, waits)
+        frames = control.stash.popleft() if control.stash else self._receive(deadline, recv)
         if obs is not None:
             obs.begin(self._actor)
         seq = -1
@@ -145,7 +152,7 @@ class FrameReceiver:
             if obs is not None:
                 obs.end(self._actor, READER_RECV_FRAME, seq, got)
 
-    def _receive(self, deadline: Deadline, waits: ReaderWaits) -> list[zmq.Frame]:
+    def _receive(self, deadline: Deadline, recv: Receive) -> list[zmq.Frame]:
         """The pending marker's frame, received now (the stash is empty); BROKEN where
         it would be (or noted before) raises: broken for good."""
         control = self._control
@@ -153,7 +160,7 @@ class FrameReceiver:
             control.tell()
         pending = self.pending
         try:
-            frames = waits.recv(
+            frames = recv(
                 control.sock, deadline,
                 f"overflow frame seq {pending} on the local socket (its chunk is released)",
             )

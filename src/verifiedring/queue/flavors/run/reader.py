@@ -27,6 +27,11 @@ _NO_VIEW = memoryview(b"")
 NOT_DECODED: Any = object()
 
 
+def no_interval() -> float:
+    """A run's stall interval outside the calls that read it."""
+    raise AssertionError("a run waits only inside RunReceiver.load or finish_interrupted")
+
+
 def unwatched() -> None:
     """A run's watch outside the calls that read it: a run waits only inside them."""
     raise AssertionError("a run waits only inside RunReceiver.load or finish_interrupted")
@@ -46,7 +51,7 @@ class RunReader:
         #: by :class:`RunReceiver` for the call that reads (no reference kept after it:
         #: no cycle back to the reader).
         self.watch: Callable[[], None] = unwatched
-        self.stall_interval = 0.0
+        self.stall_interval: Callable[[], float] = no_interval
         self._observer = observer
         self._actor = actor
         # Invariant: _held iff _view is the taken chunk's bytes of the run (else _NO_VIEW).
@@ -248,7 +253,7 @@ class RunReader:
             raise aborted
 
     def _stall(self) -> StallLog:
-        return StallLog(self._describe, self.stall_interval)
+        return StallLog(self._describe, self.stall_interval())
 
     def close(self) -> None:
         """Let go of the chunk a run holds (the ring is closing): no view stays on it."""

@@ -18,9 +18,9 @@ from ....steps import QueueObserver
 from ....waiting import Deadline
 from ...lifecycle import ReaderLifecycle, ReaderState
 from ...outcomes import ReaderOutcomes
-from .. import NEXT, Header, ReaderWaits
+from .. import NEXT, Header, Receive
 from ..control import LocalControl
-from .reader import NOT_DECODED, RunReader, unwatched
+from .reader import NOT_DECODED, RunReader, no_interval, unwatched
 
 _IDLE = ReaderState.IDLE
 _OWED = ReaderState.OWED
@@ -63,14 +63,17 @@ class RunReceiver:
         life.seq = seq + 1  # consumed before it is decoded
         self.run.begin(seq, chunk, header[2])
 
-    def take(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+    def take(
+        self, deadline: Deadline, recv: Receive, watch: Callable[[], None],
+        interval: Callable[[], float],
+    ) -> Any:
         """:meth:`load` (its waits watched by the reader's, with no deadline: a run
         begun is read to its end), and the reader's state as the run ends: its object,
         if decoded, owed until ``dequeue`` returns it; else IDLE (a run left mid-way
         stays RUN: the next dequeue skips its rest, :meth:`unfinished`)."""
         self.decoded = NOT_DECODED
         try:
-            return self.load(waits.watch, waits.interval)
+            return self.load(watch, interval)
         finally:
             # the run is over (else the next dequeue skips its rest): its object, if
             # decoded, is owed until dequeue returns it (stores only: no call)
@@ -88,9 +91,9 @@ class RunReceiver:
                     life.owed = delivery
                     life.state = _OWED
 
-    def load(self, watch: Callable[[], None], interval: float) -> Any:
+    def load(self, watch: Callable[[], None], interval: Callable[[], float]) -> Any:
         """The run's object (its FIRST chunk taken by ``run.begin``), its waits for the
-        next chunk watched by ``watch`` and logged every ``interval`` s.
+        next chunk watched by ``watch`` and logged every ``interval()`` s.
         :attr:`interrupted` is set before (the reader's): cleared once the run is over."""
         run = self.run
         self._reader_watch = watch  # this call's (plain stores; cleared as it ends)
@@ -112,6 +115,7 @@ class RunReceiver:
             raise
         finally:
             run.watch = self._reader_watch = unwatched
+            run.stall_interval = no_interval
         self.interrupted = None
         return got
 
@@ -158,7 +162,10 @@ class RunReceiver:
         run.skip_rest(got)  # its LAST: released, the object delivered
         return got
 
-    def unfinished(self, deadline: Deadline, waits: ReaderWaits) -> Any:
+    def unfinished(
+        self, deadline: Deadline, recv: Receive, watch: Callable[[], None],
+        interval: Callable[[], float],
+    ) -> Any:
         """A dequeue after one left mid-run: skip the rest of that run (its waits as
         :meth:`take`'s) and raise its DecodeError, owed first (stores only, as the
         run's record clears: a cut after the skip leaves it to the next dequeue); left
@@ -170,13 +177,14 @@ class RunReceiver:
             life.enter(_IDLE)
             return NEXT
         life.seen is None or life.saw(_OWED)  # checked if watched
-        err = self.finish_interrupted(*interrupted, waits.watch, waits.interval)
+        err = self.finish_interrupted(*interrupted, watch, interval)
         life.owed = err
         life.state = _OWED
         return self._outcomes.pay_owed()
 
     def finish_interrupted(
-        self, seq: int, why: str, watch: Callable[[], None], interval: float
+        self, seq: int, why: str, watch: Callable[[], None],
+        interval: Callable[[], float],
     ) -> DecodeError:
         """Skip the rest of the run a dequeue left mid-way (its waits as :meth:`load`'s);
         the DecodeError to raise for its message (consumed: the next dequeue returns the
@@ -201,6 +209,7 @@ class RunReceiver:
             raise
         finally:
             run.watch = self._reader_watch = unwatched
+            run.stall_interval = no_interval
         err = self._outcomes.named(DecodeError(seq, cause))
         self.interrupted = None  # after the error is made: a cut before leaves it owed
         return err
