@@ -19,6 +19,7 @@ import pytest
 import zmq
 
 from verifiedring import BrokenPeerError, MessageQueue, MisuseError, ShmRingBuffer
+from verifiedring.queue import LocalReader, QueueWriter, RemoteReader
 from verifiedring.queue.handle import Handle
 
 T = 10.0
@@ -121,6 +122,35 @@ def test_a_rank_past_the_local_readers_of_a_queue_without_remote_readers_is_refu
         "rank 1 is not in local_reader_ranks [0] and the queue has no remote readers "
         "(n_reader=1 == n_local_reader=1): rank 1 is no reader"
     )
+
+
+def test_each_role_class_attaches_only_its_own_ranks_as_its_typed_constructor() -> None:
+    w = QueueWriter(2, 1, [0], connect_ip=LOOPBACK)
+    h = w.export_handle()
+    try:
+        with pytest.raises(MisuseError, match=(
+            r"^rank 0 is not a remote reader of this queue \(local_reader_ranks \[0\]\): it "
+            r"cannot attach as a RemoteReader \(MessageQueue.create_from_handle picks the "
+            r"role from the rank\)$"
+        )):
+            RemoteReader(h, 0)
+        with pytest.raises(MisuseError, match=(
+            r"^rank 1 is not a local reader of this queue \(local_reader_ranks \[0\]\): it "
+            r"cannot attach as a LocalReader"
+        )):
+            LocalReader(h, 1)
+        local, remote = LocalReader(h, 0), RemoteReader(h, 1)  # the refusals left no trace
+        try:
+            w.wait_until_ready(T)
+            local.wait_until_ready(T)
+            remote.wait_until_ready(T)
+            w.enqueue({"step": 1}, timeout=T)
+            assert (local.dequeue(T), remote.dequeue(T)) == ({"step": 1}, {"step": 1})
+        finally:
+            local.close()
+            remote.close()
+    finally:
+        w.close()
 
 
 def test_a_writer_pid_of_zero_is_refused(writer: MessageQueue) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from verifiedring import MessageQueue, RingTimeoutError, ShmRingBuffer
 from verifiedring.errors import SharedMemoryFullError
+from verifiedring.queue import LocalReader, QueueWriter
 from verifiedring.reservation import PAGE
 from verifiedring.waiting import Deadline
 
@@ -30,13 +31,13 @@ BIG_CHUNK_BYTES = MIB - 32
 
 
 @pytest.fixture
-def queues() -> Iterator[Callable[..., tuple[MessageQueue, list[MessageQueue]]]]:
+def queues() -> Iterator[Callable[..., tuple[QueueWriter, list[LocalReader]]]]:
     made: list[MessageQueue] = []
 
-    def make(n_local: int, *args: Any, **kw: Any) -> tuple[MessageQueue, list[MessageQueue]]:
-        w = MessageQueue(n_local, n_local, *args, **kw)
+    def make(n_local: int, *args: Any, **kw: Any) -> tuple[QueueWriter, list[LocalReader]]:
+        w = QueueWriter(n_local, n_local, *args, **kw)
         h = w.export_handle()
-        readers = [MessageQueue.create_from_handle(h, r) for r in range(n_local)]
+        readers = [LocalReader(h, r) for r in range(n_local)]
         made.extend([w, *readers])
         w.wait_until_ready(T)
         for r in readers:
@@ -48,21 +49,22 @@ def queues() -> Iterator[Callable[..., tuple[MessageQueue, list[MessageQueue]]]]
         q.close()
 
 
-def ring_of(w: MessageQueue) -> ShmRingBuffer:
-    ring: ShmRingBuffer = w._local.ring  # type: ignore[attr-defined]
-    return ring
+def ring_of(w: QueueWriter) -> ShmRingBuffer:
+    assert w._local is not None
+    return w._local.ring
 
 
 def test_default_geometry_is_vllms() -> None:
     w = MessageQueue(1, 0)
     try:
-        assert (w.max_chunk_bytes, w.max_chunks) == (24 * MIB, 10)  # type: ignore[attr-defined]
+        assert isinstance(w, QueueWriter)
+        assert (w.max_chunk_bytes, w.max_chunks) == (24 * MIB, 10)
     finally:
         w.close()
 
 
 def test_executor_ring_and_worker_queue_hold_one_page_per_chunk(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[LocalReader]]],
 ) -> None:
     """vLLM's executor-shaped ring (2 local readers, 24 MiB x 10) and a worker's
     ``MessageQueue(1, 1)``: after 1,000 1 KiB messages each holds exactly one page per
@@ -82,7 +84,7 @@ def test_executor_ring_and_worker_queue_hold_one_page_per_chunk(
 
 
 def test_a_message_of_almost_a_chunk_reserves_the_whole_chunk_once(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[LocalReader]]],
 ) -> None:
     w, [r] = queues(1, max_chunk_bytes=MIB, max_chunks=2)
     ring = ring_of(w)
@@ -138,11 +140,12 @@ def _no_room(fd: int, offset: int, length: int) -> None:
 
 
 def test_no_room_for_a_reservation_raises_before_any_store_and_the_queue_stays_usable(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[LocalReader]]],
 ) -> None:
     w, [r] = queues(1, max_chunk_bytes=MIB, max_chunks=2)
     ring = ring_of(w)
-    cursor = w._local.cursor  # type: ignore[attr-defined]
+    assert w._local is not None
+    cursor = w._local.cursor
     w.enqueue("first", T)  # chunk 0
     assert r.dequeue(T) == "first"
     buf = ring._segment.buf
@@ -172,7 +175,7 @@ def test_no_room_for_a_reservation_raises_before_any_store_and_the_queue_stays_u
 
 
 def test_readers_never_reserve(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[LocalReader]]],
 ) -> None:
     w, [r] = queues(1, max_chunk_bytes=MIB, max_chunks=2)
     writer_fd = ring_of(w)._segment._fd

@@ -26,6 +26,7 @@ import pytest
 from support.signals import Interrupt, InterruptBefore
 
 from verifiedring import BrokenPeerError, MessageAbortedError, MessageQueue, RingTimeoutError
+from verifiedring.queue import LocalReader, QueueWriter, RemoteReader
 from verifiedring.queue.wire import (
     HEADER_BYTES,
     INLINE,
@@ -48,11 +49,12 @@ class _Interrupt(BaseException):
 
 
 @contextlib.contextmanager
-def interrupt_at(writer: MessageQueue, kind: int | None = None) -> Iterator[list[int]]:
+def interrupt_at(writer: QueueWriter, kind: int | None = None) -> Iterator[list[int]]:
     """SIGUSR1 to this process at the start of the wake after the first publish store
     of ``writer``'s ring (of a chunk of ``kind``, if given); the handler raises
     :class:`_Interrupt`. Yields the kinds of the chunks published so far."""
-    cursor = writer._local.cursor  # type: ignore[attr-defined]
+    assert writer._local is not None
+    cursor = writer._local.cursor
     real = cursor.wake_sleepers
     seen: list[int] = []
 
@@ -67,7 +69,7 @@ def interrupt_at(writer: MessageQueue, kind: int | None = None) -> Iterator[list
         raise _Interrupt
 
     old = signal.signal(signal.SIGUSR1, handler)
-    cursor.wake_sleepers = wake
+    cursor.wake_sleepers = wake  # type: ignore[method-assign]  # a stand-in, restored below
     try:
         yield seen
     finally:
@@ -75,13 +77,14 @@ def interrupt_at(writer: MessageQueue, kind: int | None = None) -> Iterator[list
         signal.signal(signal.SIGUSR1, old)
 
 
-def _queue(n_remote: int, **kw: Any) -> tuple[MessageQueue, list[MessageQueue]]:
+def _queue(n_remote: int, **kw: Any) -> tuple[QueueWriter, list[LocalReader | RemoteReader]]:
     """A writer, local reader 0 (and remote reader 1); 8 chunks of 4 KiB: a run of
     BIG bytes fits the ring whole, so one thread writes it before it reads."""
-    w = MessageQueue(1 + n_remote, 1, [0], max_chunk_bytes=4096, max_chunks=8,
+    w = QueueWriter(1 + n_remote, 1, [0], max_chunk_bytes=4096, max_chunks=8,
                      connect_ip=LOOPBACK if n_remote else None, **kw)
     h = w.export_handle()
-    readers = [MessageQueue.create_from_handle(h, r) for r in range(1 + n_remote)]
+    readers: list[LocalReader | RemoteReader] = [LocalReader(h, 0)]
+    readers += [RemoteReader(h, r) for r in range(1, 1 + n_remote)]
     w.wait_until_ready(T)
     for r in readers:
         r.wait_until_ready(T)

@@ -273,7 +273,7 @@ def test_shutdown_wakes_a_reader_in_a_long_block(monkeypatch: pytest.MonkeyPatch
     the frame, and the early wake makes the next block short. Before, it slept out its
     3.2 s block."""
     g = Group(1, 0)
-    r = g.readers[0]
+    r = g.local[0]
     r._cursor.max_idle_block = 30.0
     blocks: list[float] = []
     began = threading.Event()
@@ -301,7 +301,7 @@ def _reader_blocked_for_30_s(g: Group, monkeypatch: pytest.MonkeyPatch) -> Any:
     every 30 s, with no writer watch (so that only what the writer does can end its
     block, and only a look the protocol makes can see its frame)."""
     monkeypatch.setattr(control, "SLICE", 30.0)
-    r = g.readers[0]
+    r = g.local[0]
     r._cursor.max_block = r._cursor.max_idle_block = 30.0
     assert r._writer_watch is not None
     r._writer_watch.close()

@@ -19,10 +19,12 @@ from verifiedring import (
     MessageQueue,
     RingTimeoutError,
 )
+from verifiedring.queue import LocalReader, QueueWriter, RemoteReader
 from verifiedring.testing.faults import wedge_local_socket
 
 T = 10.0
 LOOPBACK = "127.0.0.1"
+Reader = LocalReader | RemoteReader
 
 
 def _explode(reason: str) -> Any:
@@ -41,18 +43,19 @@ class Unloadable:
 
 
 @pytest.fixture
-def queues() -> Iterator[Callable[..., tuple[MessageQueue, list[MessageQueue]]]]:
+def queues() -> Iterator[Callable[..., tuple[QueueWriter, list[Reader]]]]:
     made: list[MessageQueue] = []
 
-    def make(n_local: int, n_remote: int, **kw: Any) -> tuple[MessageQueue, list[MessageQueue]]:
+    def make(n_local: int, n_remote: int, **kw: Any) -> tuple[QueueWriter, list[Reader]]:
         kw.setdefault("max_chunk_bytes", 4096)
         kw.setdefault("max_chunks", 4)
-        w = MessageQueue(
+        w = QueueWriter(
             n_local + n_remote, n_local, list(range(n_local)),
             connect_ip=LOOPBACK if n_remote else None, **kw,
         )
         h = w.export_handle()
-        readers = [MessageQueue.create_from_handle(h, r) for r in range(n_local + n_remote)]
+        readers: list[Reader] = [LocalReader(h, r) for r in range(n_local)]
+        readers += [RemoteReader(h, r) for r in range(n_local, n_local + n_remote)]
         made.extend([w, *readers])
         w.wait_until_ready(T)
         for r in readers:
@@ -66,7 +69,7 @@ def queues() -> Iterator[Callable[..., tuple[MessageQueue, list[MessageQueue]]]]
 
 @pytest.mark.parametrize("pad", [0, 10_000], ids=["inline", "overflow"])
 def test_a_message_that_does_not_unpickle_is_consumed_on_every_path(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]], pad: int
+    queues: Callable[..., tuple[QueueWriter, list[Reader]]], pad: int
 ) -> None:
     w, readers = queues(1, 1)
     w.enqueue(("before", 0), timeout=T)
@@ -88,7 +91,7 @@ def test_a_message_that_does_not_unpickle_is_consumed_on_every_path(
 
 
 def test_a_send_failing_after_publish_breaks_the_writer_for_good(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[Reader]]],
 ) -> None:
     w, (r,) = queues(1, 0)
     w.enqueue("zero", timeout=T)
@@ -105,7 +108,7 @@ def test_a_send_failing_after_publish_breaks_the_writer_for_good(
 
 
 def test_read_only_buffers_are_copied_before_enqueue_returns(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[Reader]]],
 ) -> None:
     """A read-only view of memory the caller changes right after enqueue: readers of
     the overflow frame and the remote frame get the bytes as they were at enqueue
@@ -126,19 +129,19 @@ class _Interrupt(BaseException):
 
 
 def test_an_interrupt_at_the_release_fence_still_releases(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[Reader]]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """CPython delivers an asynchronous exception at a call; the reader's release follows
     the FR2 fence call, so one landing there must not skip the release (before the fix:
     the same message was read twice). The message it cut is delivered once, by the next
     dequeue (before: consumed and never returned)."""
-    from verifiedring import cursors
+    from verifiedring import cursors, ordering
 
     w, (r,) = queues(1, 0)
     for i in range(3):
         w.enqueue(i, timeout=T)
-    real, calls = cursors.fence, []
+    real, calls = ordering.fence, []  # the fence cursors.py calls
 
     def interrupted_fence() -> None:
         real()
@@ -154,7 +157,7 @@ def test_an_interrupt_at_the_release_fence_still_releases(
 
 
 def test_an_interrupt_after_publish_breaks_the_writer(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[Reader]]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from verifiedring.queue import transmitters
@@ -174,7 +177,7 @@ def test_an_interrupt_after_publish_breaks_the_writer(
 
 
 def test_a_reader_polling_with_timeout_zero_sees_shutdown(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[Reader]]],
 ) -> None:
     """dequeue(timeout=0) in a loop once drained the socket never: SHUTDOWN went
     unseen and the poller timed out forever instead of raising ClosedError."""
@@ -198,17 +201,18 @@ def test_a_reader_polling_with_timeout_zero_sees_shutdown(
 
 
 def test_a_waiting_dequeue_looks_at_its_socket_once_per_slice_not_per_call(
-    queues: Callable[..., tuple[MessageQueue, list[MessageQueue]]],
+    queues: Callable[..., tuple[QueueWriter, list[Reader]]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each dequeue that had to wait once drained the socket and checked the writer's
     pid (/proc) first: ~90 us per message in a ping-pong (10x the floor ring). Waiting
     dequeues look every SLICE; only a timeout=0 poll looks every call."""
+    from verifiedring.queue import sockets
     from verifiedring.queue.flavors import control
 
     w, (r,) = queues(1, 0)
     looks = []
-    real = control.pending_frames
+    real = sockets.pending_frames  # the one control.py calls
 
     def counted(sock: Any) -> Any:
         looks.append(1)

@@ -15,6 +15,7 @@ import zmq
 from support.outsiders import Outsiders
 
 from verifiedring import BrokenPeerError, MessageQueue, MisuseError, RingTimeoutError
+from verifiedring.queue import QueueWriter, RemoteReader
 from verifiedring.queue.wire import HEADER, OVERFLOW, READY, control_header
 from verifiedring.shm import SHM_DIR
 
@@ -44,9 +45,9 @@ def data_parts(obj: Any, seq: int) -> list[bytes]:
 
 
 @pytest.fixture
-def remote_pair() -> Iterator[tuple[MessageQueue, MessageQueue]]:
-    w = MessageQueue(1, 0, connect_ip=LOOPBACK)
-    r = MessageQueue.create_from_handle(w.export_handle(), 1)
+def remote_pair() -> Iterator[tuple[QueueWriter, RemoteReader]]:
+    w = QueueWriter(1, 0, connect_ip=LOOPBACK)
+    r = RemoteReader(w.export_handle(), 1)
     w.wait_until_ready(T)
     r.wait_until_ready(T)
     UNPICKLED.clear()
@@ -56,7 +57,7 @@ def remote_pair() -> Iterator[tuple[MessageQueue, MessageQueue]]:
 
 
 def test_outsiders_cannot_subscribe_read_or_delay_the_writer(
-    remote_pair: tuple[MessageQueue, MessageQueue],
+    remote_pair: tuple[QueueWriter, RemoteReader],
 ) -> None:
     """Without the Handle's client key -- plaintext, or CURVE with made-up keys -- a
     subscriber never completes the handshake: it reads nothing, and a subscriber that
@@ -94,7 +95,7 @@ def test_outsiders_are_refused_by_their_keys_before_the_handshake_too() -> None:
                 assert [r.dequeue(T) for _ in range(3)] == [0, 1, 2]
 
 
-def test_outsiders_cannot_acknowledge(remote_pair: tuple[MessageQueue, MessageQueue]) -> None:
+def test_outsiders_cannot_acknowledge(remote_pair: tuple[QueueWriter, RemoteReader]) -> None:
     """A forged ack (plaintext or made-up keys) never reaches the writer's flow control:
     the writer refuses each sender's handshake, so nothing it sent is even counted as a
     rejected frame."""
@@ -119,7 +120,7 @@ def test_outsiders_cannot_acknowledge(remote_pair: tuple[MessageQueue, MessageQu
 def test_a_key_holder_sending_junk_acks_is_counted_and_ignored() -> None:
     """Malformed acknowledgements (wrong size, unknown rank, a count beyond what was
     sent, several frames) are dropped, counted, and logged rate-limited."""
-    with MessageQueue(1, 0, connect_ip=LOOPBACK, remote_window=4) as w:
+    with QueueWriter(1, 0, connect_ip=LOOPBACK, remote_window=4) as w:
         h = w.export_handle()
         assert h.remote_ack_addr is not None and h.curve is not None
         with MessageQueue.create_from_handle(h, 1) as r:

@@ -25,6 +25,7 @@ from verifiedring import (
     shm,
 )
 from verifiedring.arena import ArenaWriter
+from verifiedring.queue import LocalReader, QueueWriter
 from verifiedring.reservation import PAGE, RESERVE_ENV, committed_at_create, room_at_create
 
 T = 10.0
@@ -65,12 +66,13 @@ def test_pages_reserves_the_metadata_and_first_pages_and_all_the_whole_segment()
 
 def test_under_reserve_all_a_write_reserves_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(RESERVE_ENV, "all")
-    w = MessageQueue(1, 1, max_chunk_bytes=MIB, max_chunks=2)
-    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w = QueueWriter(1, 1, max_chunk_bytes=MIB, max_chunks=2)
+    r = LocalReader(w.export_handle(), 0)
     try:
         w.wait_until_ready(T)
         r.wait_until_ready(T)
-        ring = w._local.ring  # type: ignore[attr-defined]
+        assert w._local is not None
+        ring = w._local.ring
         held = ring.held_bytes()
         with mock.patch("verifiedring.shm.os.posix_fallocate") as fallocate:
             for i in range(4):
@@ -84,9 +86,9 @@ def test_under_reserve_all_a_write_reserves_nothing_more(monkeypatch: pytest.Mon
 
 
 @pytest.fixture
-def big_chunks() -> Iterator[tuple[MessageQueue, MessageQueue]]:
-    w = MessageQueue(1, 1, max_chunk_bytes=4 * MIB, max_chunks=2)
-    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+def big_chunks() -> Iterator[tuple[QueueWriter, LocalReader]]:
+    w = QueueWriter(1, 1, max_chunk_bytes=4 * MIB, max_chunks=2)
+    r = LocalReader(w.export_handle(), 0)
     w.wait_until_ready(T)
     r.wait_until_ready(T)
     yield w, r
@@ -95,12 +97,13 @@ def big_chunks() -> Iterator[tuple[MessageQueue, MessageQueue]]:
 
 
 def test_acquire_read_lends_the_stored_bytes_and_no_unreserved_page(
-    big_chunks: tuple[MessageQueue, MessageQueue],
+    big_chunks: tuple[QueueWriter, LocalReader],
 ) -> None:
     """A small message in a 4 MiB chunk: the reader is lent its encoding, not the rest
     of the chunk, whose pages the writer never reserved; reading it reserves none."""
     w, r = big_chunks
-    ring = w._local.ring  # type: ignore[attr-defined]
+    assert w._local is not None
+    ring = w._local.ring
     obj = {"small": list(range(10))}
     w.enqueue(obj, timeout=T)
     held = ring.held_bytes()
@@ -111,7 +114,7 @@ def test_acquire_read_lends_the_stored_bytes_and_no_unreserved_page(
 
 
 def test_acquire_read_of_an_acquire_write_body_lends_the_whole_payload(
-    big_chunks: tuple[MessageQueue, MessageQueue],
+    big_chunks: tuple[QueueWriter, LocalReader],
 ) -> None:
     w, r = big_chunks
     with w.acquire_write(timeout=T) as buf:

@@ -30,7 +30,7 @@ from verifiedring import (
     RingTimeoutError,
     VerifiedRingError,
 )
-from verifiedring.queue import wire
+from verifiedring.queue import QueueWriter, wire
 from verifiedring.queue.transmitters import RemoteTransmitter
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import interrupt_writer_wait, run_holds_object, writer_run
@@ -322,10 +322,12 @@ def test_a_reader_cancelled_mid_run_raises_for_that_message_at_the_next_dequeue(
     held = _HeldWhilePickling()
     held.pickling.clear()
     held.release.clear()
-    writer = threading.Thread(target=lambda: (
-        g.writer.enqueue([b"c" * 100_000, held], timeout=T),
-        g.writer.enqueue("next", timeout=T),
-    ))
+
+    def send_both() -> None:
+        g.writer.enqueue([b"c" * 100_000, held], timeout=T)
+        g.writer.enqueue("next", timeout=T)
+
+    writer = threading.Thread(target=send_both)
     writer.start()
     me = threading.current_thread()
 
@@ -490,9 +492,11 @@ def test_large_objects_must_name_a_mode(monkeypatch: pytest.MonkeyPatch) -> None
         MessageQueue(1, 1)
     monkeypatch.setenv("VERIFIEDRING_LARGE_OBJECTS", "stream")
     with MessageQueue(1, 1) as q:
+        assert isinstance(q, QueueWriter)
         assert q.large_objects == "stream"  # the default where vLLM builds the queue
     monkeypatch.delenv("VERIFIEDRING_LARGE_OBJECTS")
     with MessageQueue(1, 1) as q:
+        assert isinstance(q, QueueWriter)
         assert q.large_objects == "socket"
 
 

@@ -55,7 +55,7 @@ from verifiedring import (
     MessageAbortedError,
     MessageQueue,
 )
-from verifiedring.queue import wire
+from verifiedring.queue import LocalReader, QueueWriter, wire
 from verifiedring.queue.flavors.control import LocalControl
 from verifiedring.queue.flavors.run.reader import RunReader
 from verifiedring.queue.flavors.run.receiver import RunReceiver
@@ -71,10 +71,10 @@ T = 10.0
 
 
 @pytest.fixture
-def queue() -> Iterator[tuple[MessageQueue, MessageQueue]]:
+def queue() -> Iterator[tuple[QueueWriter, LocalReader]]:
     """A writer and its one local reader (1 KiB chunks, 4 of them)."""
-    w = MessageQueue(1, 1, [0], max_chunk_bytes=1024, max_chunks=4)
-    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w = QueueWriter(1, 1, [0], max_chunk_bytes=1024, max_chunks=4)
+    r = LocalReader(w.export_handle(), 0)
     w.wait_until_ready(T)
     r.wait_until_ready(T)
     yield w, r
@@ -88,7 +88,7 @@ def _cut_at_entry(call: Any, code: CodeType) -> None:
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_writer_cut_at_its_commit_entry_sends_nothing_and_goes_on(
-    queue: tuple[MessageQueue, MessageQueue]
+    queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = queue
     w.enqueue("m0", timeout=T)
@@ -100,7 +100,7 @@ def test_a_writer_cut_at_its_commit_entry_sends_nothing_and_goes_on(
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_pickler_cleanup_cut_leaves_no_bytes_in_the_next_message(
-    queue: tuple[MessageQueue, MessageQueue]
+    queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     pytest.importorskip("torch")  # the reused tensor pickler: the path with kept parts
     w, r = queue
@@ -115,7 +115,7 @@ def test_a_pickler_cleanup_cut_leaves_no_bytes_in_the_next_message(
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_reader_cut_at_its_release_entry_returns_the_decoded_message_next(
-    queue: tuple[MessageQueue, MessageQueue]
+    queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = queue
     for m in ("m0", "m1", "m2", "m3"):
@@ -149,7 +149,7 @@ def test_paying_a_message_whose_release_was_cut_releases_its_chunk_first() -> No
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_second_interrupt_while_paying_an_owed_decode_error_keeps_it_owed(
-    queue: tuple[MessageQueue, MessageQueue]
+    queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = queue
     for m in ("m0", "m1", "m2"):
@@ -193,7 +193,7 @@ def test_a_frame_cut_after_its_receive_is_reported_and_the_next_delivered(channe
 
 @pytest.mark.usefixtures("sigusr1")
 def test_an_acquire_read_cut_making_its_view_reports_the_message_and_goes_on(
-    queue: tuple[MessageQueue, MessageQueue]
+    queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = queue
     for m in (b"m0", b"m1", b"m2"):
@@ -223,10 +223,10 @@ def _streamed(r: MessageQueue) -> Any:
 
 
 @pytest.fixture
-def streams() -> Iterator[tuple[MessageQueue, MessageQueue]]:
+def streams() -> Iterator[tuple[QueueWriter, LocalReader]]:
     """A writer and its local reader, large objects streamed (4 KiB chunks, 16)."""
-    w = MessageQueue(1, 1, [0], max_chunk_bytes=4096, max_chunks=16, large_objects="stream")
-    r = MessageQueue.create_from_handle(w.export_handle(), 0)
+    w = QueueWriter(1, 1, [0], max_chunk_bytes=4096, max_chunks=16, large_objects="stream")
+    r = LocalReader(w.export_handle(), 0)
     w.wait_until_ready(T)
     r.wait_until_ready(T)
     yield w, r
@@ -244,7 +244,7 @@ BIG = {m: m.encode() + bytes(10_000) for m in ("m0", "m1", "m2", "m3")}  # runs 
     ("_end", [b"m1", b"m2", b"m3"]),  # right after LAST: it is sent
 ])
 def test_a_run_writer_cut_in_a_step_leaves_every_reader_a_clean_stream(
-    streams: tuple[MessageQueue, MessageQueue], where: str, then: list[Any]
+    streams: tuple[QueueWriter, LocalReader], where: str, then: list[Any]
 ) -> None:
     w, r = streams
     w.enqueue(BIG["m0"], timeout=T)
@@ -259,7 +259,7 @@ def test_a_run_writer_cut_in_a_step_leaves_every_reader_a_clean_stream(
     RunReader.begin.__code__, RunReceiver.take.__code__, RunReceiver.load.__code__,
 ], ids=["begin", "take", "load"])
 def test_a_reader_cut_as_it_starts_a_run_reports_it_and_reads_on(
-    streams: tuple[MessageQueue, MessageQueue], code: CodeType
+    streams: tuple[QueueWriter, LocalReader], code: CodeType
 ) -> None:
     w, r = streams
     for m in ("m0", "m1", "m2", "m3"):
@@ -271,12 +271,12 @@ def test_a_reader_cut_as_it_starts_a_run_reports_it_and_reads_on(
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_writer_cut_telling_broken_tells_it_at_its_next_call(
-    queue: tuple[MessageQueue, MessageQueue]
+    queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = queue
     w.enqueue("m0", timeout=T)
     # the break a failed or cut send makes, cut at its telling's entry
-    _cut_at_entry(lambda: w._break("a send failed"),  # type: ignore[attr-defined]
+    _cut_at_entry(lambda: w._break("a send failed"),
                   WriterBase._tell_broken.__code__)
     with pytest.raises(BrokenPeerError):
         w.enqueue("m1", timeout=T)
@@ -287,7 +287,7 @@ def test_a_writer_cut_telling_broken_tells_it_at_its_next_call(
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_close_cut_before_its_shutdown_still_tells_the_readers_the_end(
-    queue: tuple[MessageQueue, MessageQueue]
+    queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = queue
     w.enqueue("m0", timeout=T)
@@ -299,7 +299,7 @@ def test_a_close_cut_before_its_shutdown_still_tells_the_readers_the_end(
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_second_interrupt_as_a_cut_run_is_reported_keeps_the_report_owed(
-    streams: tuple[MessageQueue, MessageQueue]
+    streams: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = streams
     for m in ("m0", "m1", "m2", "m3"):
@@ -315,7 +315,7 @@ def test_a_second_interrupt_as_a_cut_run_is_reported_keeps_the_report_owed(
 
 @pytest.mark.usefixtures("sigusr1")
 def test_a_second_interrupt_right_after_a_due_abort_sends_no_second_abort(
-    streams: tuple[MessageQueue, MessageQueue]
+    streams: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = streams
     w.enqueue(BIG["m0"], timeout=T)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from support.ranks import remote_ranks
-from verifiedring import MessageQueue
+from verifiedring.queue import LocalReader, QueueWriter, RemoteReader
 
 T = 10.0  # generous bound for any single wait in these tests
 LOOPBACK = "127.0.0.1"
@@ -20,16 +20,15 @@ class Group:
         local_ranks = local_ranks if local_ranks is not None else list(range(1, n_local + 1))
         kw.setdefault("max_chunk_bytes", 4096)
         kw.setdefault("max_chunks", 4)
-        self.writer = MessageQueue(
+        self.writer = QueueWriter(
             n_local + n_remote, n_local, local_ranks,
             connect_ip=LOOPBACK if n_remote else None, **kw,
         )
         self.handle = self.writer.export_handle()
-        self.readers = [MessageQueue.create_from_handle(self.handle, r) for r in local_ranks]
-        self.readers += [
-            MessageQueue.create_from_handle(self.handle, r)
-            for r in remote_ranks(local_ranks, n_remote)
-        ]
+        #: The local readers, then the remote ones (each typed: its role's constructor).
+        self.local = [LocalReader(self.handle, r) for r in local_ranks]
+        self.remote = [RemoteReader(self.handle, r) for r in remote_ranks(local_ranks, n_remote)]
+        self.readers: list[LocalReader | RemoteReader] = [*self.local, *self.remote]
         self.writer.wait_until_ready(T)
         for r in self.readers:
             r.wait_until_ready(T)

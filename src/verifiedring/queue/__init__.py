@@ -4,6 +4,7 @@
 module                 job
 =====================  =======================================================
 ``message_queue``      :class:`MessageQueue`, the entry point; one type per role
+                       (each its own typed constructor)
 ``writer``             :class:`QueueWriter`: one message's path (serialize,
                        credit, the local path, the frames), runs, shutdown
 ``writer_base``        what the writer is: its transmitters, readers, handle,
@@ -30,6 +31,13 @@ module                 job
 from __future__ import annotations
 
 from .handle import Handle
+from .local_reader import LocalReader
 from .message_queue import MessageQueue
+from .remote_reader import RemoteReader
+from .writer import QueueWriter
 
-__all__ = ["Handle", "MessageQueue"]
+#: ``MessageQueue(...)`` and ``MessageQueue.create_from_handle(handle, rank)`` build one
+#: of the three role classes; each is also its own typed constructor:
+#: ``QueueWriter(...)``, ``LocalReader(handle, rank)``, ``RemoteReader(handle, rank)``
+#: (a rank of the other role is refused, :class:`~verifiedring.errors.MisuseError`).
+__all__ = ["Handle", "LocalReader", "MessageQueue", "QueueWriter", "RemoteReader"]

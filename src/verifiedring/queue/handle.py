@@ -111,9 +111,10 @@ def check_counts(
     return ranks
 
 
-def check_attach(handle: object, rank: object) -> None:
+def check_attach(handle: object, rank: object, local: bool | None = None) -> None:
     """Raise :class:`MisuseError` unless ``handle`` is a writer's :class:`Handle` and
-    ``rank`` one of its readers' ranks: an int in ``0..n_reader``, or -1 (rankless)."""
+    ``rank`` one of its readers' ranks: an int in ``0..n_reader``, or -1 (rankless);
+    with ``local`` given, one of its local (true) or remote (false) readers' ranks."""
     if not isinstance(handle, Handle):
         raise MisuseError(f"expected a Handle, got {type(handle).__name__}")
     _check_fields(handle)
@@ -131,6 +132,13 @@ def check_attach(handle: object, rank: object) -> None:
         raise MisuseError(
             f"rank {rank} is no reader of this queue (n_reader={handle.n_reader}: ranks "
             f"0..{handle.n_reader}, or -1)"
+        )
+    if local is not None and (rank in handle.local_reader_ranks) != local:
+        kind, role = ("a local", "LocalReader") if local else ("a remote", "RemoteReader")
+        raise MisuseError(
+            f"rank {rank} is not {kind} reader of this queue (local_reader_ranks "
+            f"{list(handle.local_reader_ranks)}): it cannot attach as a {role} "
+            "(MessageQueue.create_from_handle picks the role from the rank)"
         )
     require_int("handle.writer_pid", handle.writer_pid, 1)
     if len(handle.hmac_key) != KEY_BYTES:

@@ -25,7 +25,7 @@ from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
 from .ages import took
 from .curve import CurveKeys
-from .handle import Handle
+from .handle import Handle, check_attach
 from .lifecycle import ReaderLifecycle, ReaderState, refusal
 from .message_queue import MessageQueue
 from .outcomes import ReaderOutcomes
@@ -74,6 +74,7 @@ class QueueReader(MessageQueue):
     _shutdown_cancels: ClassVar[bool] = True
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None) -> None:
+        check_attach(handle, rank, self.is_local_reader)  # a role's own constructor too
         self.rank = rank
         self._observer = observer
         self._actor = reader_actor(rank)  # the observer's name for this reader
