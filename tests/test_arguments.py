@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from verifiedring import MessageQueue, MisuseError
+from verifiedring.queue import reader as reader_module
 from verifiedring.queue.remote_reader import RemoteReader
 from verifiedring.waiting import Deadline
 
@@ -46,12 +47,18 @@ def test_a_local_reader_rank_outside_the_readers_is_refused(rank: Any) -> None:
         assert w.export_handle().local_reader_ranks == [2]
 
 
-def test_a_remote_rank_outside_the_readers_is_refused_and_takes_no_slot() -> None:
+def test_a_remote_rank_outside_the_readers_is_refused_and_takes_no_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with MessageQueue(2, 0, connect_ip=LOOPBACK) as w:
         h = w.export_handle()
         _refused(lambda: MessageQueue.create_from_handle(h, 7), "rank 7", "n_reader=2")
-        # one built by hand, past that check: the writer ignores its hello
-        stray = RemoteReader(h, 7, None)
+        _refused(lambda: RemoteReader(h, 7), "rank 7", "n_reader=2")  # the role's own too
+        # one built past that check (a reader of another version): the writer ignores
+        # its hello
+        with monkeypatch.context() as m:
+            m.setattr(reader_module, "check_attach", lambda *args: None)
+            stray = RemoteReader(h, 7, None)
         try:
             readers = [MessageQueue.create_from_handle(h, k) for k in (1, 2)]
             try:
