@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
+import pytest
+
+from verifiedring.testing import namespaces
 from verifiedring.testing.namespaces import (
     MIB,
     Namespace,
@@ -89,3 +93,35 @@ def test_setup_failure_is_reported() -> None:
     result = run_command(["true"], Sandbox(timeout=10, setup=[["false"]]))
     assert result.setup_error is not None and "exited 1" in result.setup_error
     assert result.returncode is None and result.lingering == ()
+
+
+def test_a_later_namespace_is_never_taken_for_a_finished_ones_leftovers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel hands a freed namespace's id to the next one created. A namespace
+    started by another test while this one's host still looks for its processes must
+    not get its ids, nor have its processes counted as this one's lingering."""
+    first = Namespace([sys.executable, "-c", "pass"], Sandbox(timeout=20))
+    later = Namespace(["sleep", "60"], Sandbox(timeout=60), gated=True)
+    later_ids: dict[str, str] = {}
+    look_for_leftovers = namespaces.await_teardown
+
+    def another_starts_meanwhile(ids: Mapping[str, str], timeout: float) -> tuple[int, ...]:
+        if not later_ids:
+            later.start()
+            pid = later.init_pid
+            assert pid is not None
+            later_ids.update({k: os.readlink(f"/proc/{pid}/ns/{k}") for k in ids})
+            assert set(later_ids.values()).isdisjoint(ids.values()), (
+                f"a live namespace got the ids {later_ids} of one still being torn down {ids}")
+        return look_for_leftovers(ids, timeout)
+
+    monkeypatch.setattr(namespaces, "await_teardown", another_starts_meanwhile)
+    try:
+        first.start()
+        result = first.finish()
+    finally:
+        later.kill()
+    assert later_ids, "the later namespace never started"
+    assert result.returncode == 0 and result.lingering == ()
+    _gone(first.work)
+    _gone(later.work)

@@ -1,6 +1,7 @@
 """The init of a :mod:`verifiedring.testing.namespaces` run: pid 1 inside the namespace.
 
-Run as a script (``python -S namespace_init.py --init WORK`` or ``--call WORK``) by
+Run as a script (``python -S namespace_init.py --init WORK IDS_FD HELD_FD`` or
+``--call WORK``) by
 :class:`~verifiedring.testing.namespaces.Namespace`; it imports nothing of this
 package, only the standard library.
 """
@@ -89,13 +90,24 @@ def _reap(target: int, status: list[int]) -> bool:
 
 
 def _read_config(work: str) -> dict[str, Any]:
-    """The run's instructions (config.json); writes the namespace ids to ns.json."""
+    """The run's instructions (config.json)."""
     with open(os.path.join(work, "config.json")) as f:
         cfg: dict[str, Any] = json.load(f)
-    ids = {k: os.readlink(f"/proc/self/ns/{k}") for k in ("pid_for_children", "mnt", "net")}
-    with open(os.path.join(work, "ns.json"), "w") as f:
-        json.dump(ids, f)
     return cfg
+
+
+def _await_hold(ids_fd: int, held_fd: int) -> None:
+    """Tell the host the namespace ids (a JSON line on ``ids_fd``), then wait for its
+    one byte on ``held_fd``: the host has opened the namespaces, so their ids stay this
+    run's until it has seen every process of the run gone. No byte (the host gave up
+    or died) ends the run here, before it has done anything."""
+    ids = {k: os.readlink(f"/proc/self/ns/{k}") for k in ("pid_for_children", "mnt", "net")}
+    os.write(ids_fd, (json.dumps(ids) + "\n").encode())
+    os.close(ids_fd)
+    held = os.read(held_fd, 1)
+    os.close(held_fd)
+    if held != b"h":
+        sys.exit("the host never held the namespaces; not starting the run")
 
 
 def _mount_all(work: str, cfg: Mapping[str, Any]) -> None:
@@ -167,8 +179,9 @@ def _settle(target: int, status: list[int], settle: float) -> None:
         signal.sigtimedwait({signal.SIGCHLD}, 0.05)
 
 
-def _init(work: str) -> int:
-    """pid 1 of the namespace: set up, run the target, settle, list, report."""
+def _init(work: str, ids_fd: int, held_fd: int) -> int:
+    """pid 1 of the namespace: be held, set up, run the target, settle, list, report."""
+    _await_hold(ids_fd, held_fd)
     cfg = _read_config(work)
     report: dict[str, Any] = {"returncode": None, "timed_out": False, "elapsed": 0.0}
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
@@ -233,8 +246,8 @@ def _call(work: str) -> int:
 if __name__ == "__main__":
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]  # this file's directory is no package root
-    if len(sys.argv) == 3 and sys.argv[1] == "--init":
-        sys.exit(_init(sys.argv[2]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--init":
+        sys.exit(_init(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     if len(sys.argv) == 3 and sys.argv[1] == "--call":
         sys.exit(_call(sys.argv[2]))
-    sys.exit(f"usage: {sys.argv[0]} --init WORK | --call WORK (used by Namespace)")
+    sys.exit(f"usage: {sys.argv[0]} --init WORK IDS_FD HELD_FD | --call WORK (used by Namespace)")

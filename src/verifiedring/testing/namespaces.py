@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .namespace_init import read_text
-from .ns_host import await_teardown, mounted_under, proc_children
+from .ns_host import await_teardown, hold_namespaces, mounted_under, proc_children, read_line
 from .sandbox import MIB, NamespaceResult, Sandbox
 
 __all__ = [
@@ -70,6 +70,8 @@ __all__ = [
 
 #: How long the host waits for the namespace's processes to be gone after its init exits.
 TEARDOWN_TIMEOUT = 5.0
+#: How long the host waits for a starting namespace's init to report its ids.
+HOLD_TIMEOUT = 10.0
 #: The namespace's init, run by path (it imports nothing of this package).
 INIT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "namespace_init.py")
 UNSHARE = (
@@ -97,6 +99,10 @@ class Namespace:
         self._proc: subprocess.Popen[bytes] | None = None
         self._started = 0.0
         self._result: NamespaceResult | None = None
+        #: The namespace ids (kind -> ``/proc/<pid>/ns/<kind>`` link) and the open files
+        #: that hold them from the start until the teardown is seen done.
+        self._ids: dict[str, str] = {}
+        self._held: list[int] = []
 
     @classmethod
     def calling(cls, fn: Callable[..., Any], *args: Any, sandbox: Sandbox | None = None,
@@ -127,31 +133,58 @@ class Namespace:
         }
         with open(self._path("config.json"), "w") as f:
             json.dump(config, f)
-        with open(self._path("stdout"), "wb") as out, open(self._path("stderr"), "wb") as err:
-            self._proc = subprocess.Popen(
-                [*UNSHARE, sys.executable, "-S", INIT_SCRIPT, "--init", self.work],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-            )
+        ids_r, ids_w = os.pipe()
+        held_r, held_w = os.pipe()
+        try:
+            with open(self._path("stdout"), "wb") as out, \
+                    open(self._path("stderr"), "wb") as err:
+                self._proc = subprocess.Popen(
+                    [*UNSHARE, sys.executable, "-S", INIT_SCRIPT, "--init", self.work,
+                     str(ids_w), str(held_r)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                    pass_fds=(ids_w, held_r),
+                )
+        finally:
+            os.close(ids_w)
+            os.close(held_r)
         self._started = time.monotonic()
+        self._hold(ids_r, held_w)
         return self
 
-    def _ns_ids(self, wait: float = 0.0) -> dict[str, str]:
-        deadline = time.monotonic() + wait
-        while True:
-            text = read_text(self._path("ns.json"))
-            if text:
-                ids: dict[str, str] = json.loads(text)
-                return ids
-            if time.monotonic() >= deadline or (self._proc and self._proc.poll() is not None):
-                return {}
-            time.sleep(0.01)
+    def _hold(self, ids_r: int, held_w: int) -> None:
+        """Open the run's namespaces before its init may go on, and keep them open until
+        :meth:`_release`: the kernel hands a freed namespace's id to the next one
+        created, so without this hold a namespace another test starts during this
+        one's teardown could take its ids and have its processes counted as this
+        run's. An init that never reports (it failed to start) leaves nothing held,
+        and :meth:`finish` reports it."""
+        try:
+            ids = read_line(ids_r, time.monotonic() + HOLD_TIMEOUT)
+            if ids is None or self._proc is None:
+                return
+            init = self._init_child(self._proc.pid, ids)
+            if init is None:
+                return
+            self._ids = ids
+            self._held = hold_namespaces(init, ids)
+            if self._held:
+                os.write(held_w, b"h")
+        finally:
+            os.close(ids_r)
+            os.close(held_w)
+
+    def _release(self) -> None:
+        """Let the kernel free the namespaces' ids (see :meth:`_hold`)."""
+        held, self._held = self._held, []
+        for fd in held:
+            os.close(fd)
 
     @property
     def init_pid(self) -> int | None:
         """Host pid of the namespace's init (pid 1 inside), once it runs."""
         if self._proc is None:
             return None
-        return self._init_child(self._proc.pid, self._ns_ids(wait=10.0))
+        return self._init_child(self._proc.pid, self._ids)
 
     @staticmethod
     def _init_child(unshare_pid: int, ids: Mapping[str, str]) -> int | None:
@@ -191,9 +224,9 @@ class Namespace:
             proc.wait(max(timeout - (time.monotonic() - self._started), 0.0))
         except subprocess.TimeoutExpired:
             backstop = True
-        ids = self._ns_ids()
         self._kill_all()
-        lingering = await_teardown(ids, TEARDOWN_TIMEOUT)
+        lingering = await_teardown(self._ids, TEARDOWN_TIMEOUT)
+        self._release()
         self._result = self._collect(backstop, lingering)
         self._remove_work()
         return self._result
@@ -203,9 +236,9 @@ class Namespace:
         of processes still in the namespace afterwards (should be empty)."""
         lingering: tuple[int, ...] = ()
         if self._proc is not None and self._result is None:
-            ids = self._ns_ids()
             self._kill_all()
-            lingering = await_teardown(ids, TEARDOWN_TIMEOUT)
+            lingering = await_teardown(self._ids, TEARDOWN_TIMEOUT)
+        self._release()
         self._remove_work()
         return lingering
 
@@ -217,7 +250,7 @@ class Namespace:
             # The namespace's init first: the kernel kills the rest of its PID namespace,
             # and unshare, its parent, reaps it and exits. Killed together, unshare could
             # go first and leave init a zombie for the host's pid 1, which may never reap.
-            init = self._init_child(proc.pid, self._ns_ids())
+            init = self._init_child(proc.pid, self._ids)
             if init is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(init, signal.SIGKILL)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
 import time
 from collections.abc import Mapping
 
@@ -17,6 +19,40 @@ def proc_children(pid: int) -> list[int]:
             with open(f"/proc/{pid}/task/{tid}/children") as f:
                 out.extend(int(c) for c in f.read().split())
     return out
+
+
+def read_line(fd: int, deadline: float) -> dict[str, str] | None:
+    """The JSON object a starting init writes as one line on ``fd``; None if none came
+    by ``deadline`` (monotonic) or the writer closed first."""
+    data = b""
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    ids: dict[str, str] = json.loads(data)
+    return ids
+
+
+def hold_namespaces(pid: int, ids: Mapping[str, str]) -> list[int]:
+    """Open files on the namespaces ``ids`` (kind -> link) of process ``pid``, each
+    checked to be the one named: while they are open the kernel frees none of them,
+    so no later namespace can take their ids. Empty (nothing held) if the process is
+    gone or is in other namespaces."""
+    held: list[int] = []
+    try:
+        for kind, ident in ids.items():
+            held.append(os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
+            if os.readlink(f"/proc/self/fd/{held[-1]}") != ident:
+                raise ProcessLookupError(pid)
+    except OSError:
+        for fd in held:
+            os.close(fd)
+        return []
+    return held
 
 
 def _in_namespace(ns_ids: Mapping[str, str]) -> list[int]:
