@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import pytest
 
 from verifiedring.testing import namespaces
+from verifiedring.testing.ns_host import await_teardown
 from verifiedring.testing.namespaces import (
     MIB,
     Namespace,
@@ -103,7 +104,6 @@ def test_a_later_namespace_is_never_taken_for_a_finished_ones_leftovers(
     first = Namespace([sys.executable, "-c", "pass"], Sandbox(timeout=20))
     later = Namespace(["sleep", "60"], Sandbox(timeout=60), gated=True)
     later_ids: dict[str, str] = {}
-    look_for_leftovers = namespaces.await_teardown
 
     def another_starts_meanwhile(ids: Mapping[str, str], timeout: float) -> tuple[int, ...]:
         if not later_ids:
@@ -113,7 +113,7 @@ def test_a_later_namespace_is_never_taken_for_a_finished_ones_leftovers(
             later_ids.update({k: os.readlink(f"/proc/{pid}/ns/{k}") for k in ids})
             assert set(later_ids.values()).isdisjoint(ids.values()), (
                 f"a live namespace got the ids {later_ids} of one still being torn down {ids}")
-        return look_for_leftovers(ids, timeout)
+        return await_teardown(ids, timeout)
 
     monkeypatch.setattr(namespaces, "await_teardown", another_starts_meanwhile)
     try:
