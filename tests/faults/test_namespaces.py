@@ -10,7 +10,6 @@ from collections.abc import Mapping
 import pytest
 
 from verifiedring.testing import namespaces
-from verifiedring.testing.ns_host import await_teardown
 from verifiedring.testing.namespaces import (
     MIB,
     Namespace,
@@ -19,6 +18,7 @@ from verifiedring.testing.namespaces import (
     run_callable,
     run_command,
 )
+from verifiedring.testing.ns_host import await_teardown
 
 
 def _gone(work: str) -> None:
