@@ -1,8 +1,9 @@
 """The writer's two transmitters (Agrona's split): the ring side and the TCP side.
 
 A :class:`LocalTransmitter` owns what local readers read: the ring and its
-writer cursor, the local ipc socket (:class:`~.flavors.overflow.FrameSender`),
-the large-object flavor (overflow frames, or runs) and the tensor arena. A
+writer cursor, the local ipc socket (:class:`~.flavors.overflow.FrameSender`)
+and the tensor arena; a message too large for one chunk goes to the writer's
+large-object flavor (:class:`~.flavors.LargeSender`), lent per call. A
 :class:`RemoteTransmitter` owns what remote readers read: the CURVE XPUB, the
 acknowledgement PULL and the credit they return. Each is built whole or not at
 all (a failure releases what it made), and every field is set once.
@@ -34,8 +35,8 @@ from ..waiting import Deadline
 from . import wire
 from .credit import RemoteCredit
 from .curve import DEFAULT_HEARTBEAT_TIMEOUT, GATE, new_keys
+from .flavors import LargeSender
 from .flavors.overflow import FrameSender
-from .flavors.run.writer import RunSender
 from .sockets import LocalEndpoint, ack_pull, hwm_for_window, remote_xpub, send_frames
 
 _chunk_bytes = wire.chunk_bytes  # bound once: the hot path pays no lookups
@@ -106,9 +107,7 @@ class LocalTransmitter:
         self.cursor.published_at = self.published_at = [0.0] * layout.max_chunks
         self._fits = layout.fits
         self.observer = observer
-        #: The run flavor (``large_objects="stream"``), else overflow frames; and the
-        #: tensor arena. Each is set at most once, by the writer as it is built.
-        self.runs: RunSender | None = None
+        #: The tensor arena: set at most once, by the writer as it is built.
         self.arena: ArenaWriter | None = None
         #: The last message published: (its seq, inline or not; -1: none yet), also when
         #: an asynchronous exception landed right after its publish store.
@@ -121,27 +120,32 @@ class LocalTransmitter:
 
     def publish(
         self, seq: int, p: wire.Pickled, deadline: Deadline, watch: Callable[[], None],
-        obj: Any,
+        obj: Any, large: LargeSender,
     ) -> bool:
-        """Message ``seq`` into the ring: inline if it fits one chunk, else as a run
-        (the run flavor) or as its overflow marker (true: its frame must follow).
-        Raises :class:`RingTimeoutError` if the first chunk is not free in time, and
+        """Message ``seq`` into the ring: inline if it fits one chunk, else by the
+        large-object flavor ``large`` (true: its frame must follow). Raises
+        :class:`RingTimeoutError` if the first chunk is not free in time, and
         :class:`SharedMemoryFullError` if its pages cannot be reserved (nothing
         stored: the message is not sent); ``watch`` is called while it waits."""
         size = _chunk_bytes(p)
-        inline = self._fits(size)
-        runs = self.runs
-        if not inline and runs is not None:
-            runs.write(p, seq, deadline, watch, obj)
-            return False
+        if not self._fits(size):
+            return large.send(seq, p, deadline, watch, obj)
+        self.publish_chunk(seq, p, True, size, deadline, watch, obj)
+        return False
+
+    def publish_chunk(
+        self, seq: int, p: wire.Pickled, inline: bool, stored: int, deadline: Deadline,
+        watch: Callable[[], None], obj: Any,
+    ) -> None:
+        """Message ``seq`` into one chunk: ``p`` whole (``inline``), or its overflow
+        marker (the socket flavor's :class:`~.flavors.overflow.MarkerSender`). The
+        ``stored`` bytes' pages are reserved before the claim."""
         cursor = self.cursor  # claim() inline: the hot path pays one call less
         # spec: WriterInterruptedBeforePublish -- a chunk a cut call left claimed is let go
         if cursor.holding:
             cursor.abort()  # a call cut between its fill and its publish: nothing is out
-        # the bytes encode_chunk stores: their pages are reserved before the claim
-        cursor.claim(deadline, watch, size if inline else _HEADER_BYTES)
+        cursor.claim(deadline, watch, stored)
         self.commit(cursor.fill(), seq, p, inline, obj)
-        return not inline
 
     def claim(self, deadline: Deadline, watch: Callable[[], None]) -> memoryview:
         """The next chunk, claimed and held (:meth:`commit` publishes it, :meth:`let_go`

@@ -2,8 +2,9 @@
 
 ``enqueue`` is: serialize, reserve the remote readers' credit, the local path
 (:meth:`LocalTransmitter.publish <.transmitters.LocalTransmitter.publish>`:
-inline, an overflow marker or a run), then the frames (the marker's on the
-local socket, every message's on the remote one). The state (:class:`WriterState`,
+inline, or by the large-object flavor, a :class:`~.flavors.LargeSender`: an
+overflow marker or a run), then the frames (the marker's on the local socket,
+every message's on the remote one). The state (:class:`WriterState`,
 the spec's ``wpc``) says which of those steps a call left unfinished.
 """
 
@@ -149,11 +150,10 @@ class QueueWriter(WriterEnd):
             else:
                 deadline = _after(timeout)
             seq = life.seq
-            streaming = self._streaming
-            if streaming is None:
+            if runs is None or not runs.spill:
                 p = self._dumps(obj)
-            else:
-                streamed = self._stream(streaming, obj, seq, deadline)
+            else:  # the run flavor pickles straight into the ring (no remote reader)
+                streamed = self._stream(runs, obj, seq, deadline)
                 if streamed is None:
                     return
                 p = streamed
@@ -169,16 +169,16 @@ class QueueWriter(WriterEnd):
         if remote is not None and remote.credit.needs_check(seq):
             # WriterSendRemoteFrame's guard (credit), checked before anything is published
             remote.credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
-        local = self._local
+        local, large = self._local, self._large
         overflow = False
-        if local is None:
+        if local is None or large is None:
             obs = self._observer
             if obs is not None:  # no local reader: the spec's publish touches no ring
                 obs.begin(WRITER_ACTOR)
                 obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, obj, "inline")
         else:
             try:
-                overflow = local.publish(seq, p, deadline, self._watch, obj)
+                overflow = local.publish(seq, p, deadline, self._watch, obj, large)
             except RingTimeoutError as exc:
                 raise self._ring_stalled(local, seq, exc) from None
             except BaseException as exc:

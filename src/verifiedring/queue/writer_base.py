@@ -30,6 +30,8 @@ from ..steps import (
 )
 from ..waiting import Deadline, StallLog, wait_readable
 from . import wire
+from .flavors import LargeSender
+from .flavors.overflow import MarkerSender
 from .flavors.run.writer import RunSender
 from .handle import Handle, ring_tag
 from .lifecycle import WriterLifecycle, WriterState, refusal
@@ -88,8 +90,11 @@ class WriterBase(MessageQueue):
             self._release()
             raise
         self._dumps = self._serializer.dumps  # bound once: the hot path pays no lookups
-        #: The run flavor when it pickles straight into the ring (no remote reader).
-        self._streaming = self._runs if self._runs is not None and self._runs.spill else None
+        #: How a message too large for one chunk reaches the local readers (None: no
+        #: local reader): the run flavor, else the socket flavor's marker.
+        self._large: LargeSender | None = None
+        if self._local is not None:
+            self._large = self._runs or MarkerSender(self._local.publish_chunk)
         local, far = self._local, self._remote
         self._peers = Peers(
             self._who(), self._signer, self.local_reader_ranks, n_remote,
@@ -104,7 +109,7 @@ class WriterBase(MessageQueue):
             local.cursor.log_interval = self.log_interval
             if self.large_objects == "stream":
                 spill = self.n_reader == self.n_local_reader  # no remote reader needs it whole
-                local.runs = self._runs = RunSender(
+                self._runs = RunSender(
                     local.cursor, self._observer, writer_name, layout.fits, spill
                 )
             if arena is not None:

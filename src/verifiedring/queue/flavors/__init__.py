@@ -12,6 +12,11 @@ inline         a message that fits one chunk, whole in it: the local
                pickled into and unpickled out of the ring
 =============  ===============================================================
 
+The two large-object flavors implement one protocol pair: :class:`LargeSender`
+(the writer's: ``MarkerSender``, ``RunSender``) and :class:`LargeReceiver` (the
+local reader's: ``FrameReceiver``, ``RunReceiver``); each end holds its flavor's
+half and dispatches on nothing else.
+
 Beside them, a local reader's control channel (:mod:`.control`: the socket the
 writer's READY, SHUTDOWN, BROKEN and overflow frames arrive on). The tensor arena is
 no flavor: it is a plug-in of the serializer (:mod:`..serialization`) and composes
@@ -26,6 +31,7 @@ from typing import Any, Final, Protocol
 import zmq
 
 from ...waiting import Deadline
+from .. import wire
 
 #: A chunk's header as :func:`..wire.decode_chunk` reads it: (kind, seq, nbytes, part).
 Header = tuple[int, int, int, int]
@@ -37,6 +43,21 @@ NEXT: Final[Any] = object()
 #: A reader's receive of a frame: ``recv(socket, deadline, what)``, with its stall lines,
 #: its writer watch and the deadline.
 Receive = Callable[[zmq.Socket[Any], Deadline, str], list[zmq.Frame]]
+
+
+class LargeSender(Protocol):
+    """A flavor's writer half: message ``seq`` whose encoding ``p`` does not fit one
+    chunk, to the local readers. The writer lends it its ``watch`` for each call."""
+
+    def send(
+        self, seq: int, p: wire.Pickled, deadline: Deadline, watch: Callable[[], None],
+        obj: Any,
+    ) -> bool:
+        """Publish message ``seq`` into the ring: true when its frame must still follow
+        on the local socket (the overflow marker's), false when the ring carried it
+        whole (a run). Raises :class:`RingTimeoutError` if its first chunk is not free
+        by ``deadline`` (nothing published); ``obj`` is for the observer."""
+        ...
 
 
 class LargeReceiver(Protocol):

@@ -3,8 +3,9 @@
 ``large_objects="socket"`` (the default). An object too large for one chunk
 leaves its overflow marker (OVERFLOW + its ``seq``, :func:`..wire.encode_chunk`)
 in the ring and travels as the frame with the same ``seq`` on the local ipc
-XPUB, sent after the marker is published (:class:`FrameSender`, the writer
-half; the socket carries READY and SHUTDOWN as well).
+XPUB, sent after the marker is published (the writer half: :class:`MarkerSender`
+publishes the marker, :class:`FrameSender` sends the frame; the socket carries
+READY and SHUTDOWN as well).
 
 The reader half (:class:`FrameReceiver`), over the local reader's control channel
 (:class:`..control.LocalControl`: the socket, the stash, SHUTDOWN's and BROKEN's
@@ -47,6 +48,29 @@ from . import Header, Receive
 from .control import LocalControl
 
 _OWED = ReaderState.OWED
+_HEADER_BYTES = wire.HEADER_BYTES
+
+#: The local transmitter's publish of one chunk: ``(seq, p, inline, stored, deadline,
+#: watch, obj)``, ``stored`` the bytes it stores (their pages reserved before the claim).
+PublishChunk = Callable[[int, wire.Pickled, bool, int, Deadline, Callable[[], None], Any], None]
+
+
+class MarkerSender:
+    """The socket flavor's writer half in the ring (a :class:`LargeSender`): the
+    overflow marker, one chunk; the frame follows on the local socket
+    (:class:`FrameSender`), sent by the writer after any remote reader's credit."""
+
+    __slots__ = ("_publish_chunk",)
+
+    def __init__(self, publish_chunk: PublishChunk) -> None:
+        self._publish_chunk = publish_chunk
+
+    def send(
+        self, seq: int, p: wire.Pickled, deadline: Deadline, watch: Callable[[], None],
+        obj: Any,
+    ) -> bool:
+        self._publish_chunk(seq, p, False, _HEADER_BYTES, deadline, watch, obj)
+        return True
 
 
 class FrameSender:

@@ -303,7 +303,8 @@ def unbound_abort(run: RunWriter, reason: str, deadline: Deadline) -> None:
 
 
 class RunSender:
-    """The writer half: large objects of ``large_objects="stream"`` as runs of chunks.
+    """The writer half (a :class:`..LargeSender`): large objects of
+    ``large_objects="stream"`` as runs of chunks.
     With ``spill`` (no remote reader needs the object whole) they are pickled
     straight into the run; else pickled first, then written."""
 
@@ -355,11 +356,12 @@ class RunSender:
             run.finish()
         return p
 
-    def write(
-        self, p: wire.Pickled, seq: int, deadline: Deadline, watch: Callable[[], None],
+    def send(
+        self, seq: int, p: wire.Pickled, deadline: Deadline, watch: Callable[[], None],
         obj: Any,
-    ) -> None:
-        """``p`` (pickled already: remote readers need it whole) as a run of chunks."""
+    ) -> bool:
+        """``p`` (pickled already: remote readers need it whole) as a run of chunks
+        (a :class:`..LargeSender`: no frame follows on the local socket)."""
         run = self.run
         run.begin(seq, deadline, watch, obj)  # a timeout here leaves no trace
         try:
@@ -369,6 +371,7 @@ class RunSender:
             self.abort_if_holding(exc)
             raise
         run.finish()
+        return False
 
     def abort_if_holding(self, exc: BaseException) -> None:
         """An asynchronous exception mid-run: if the run holds a chunk, ABORT goes in it
