@@ -88,16 +88,16 @@ PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
     # issue 29 (5.1, 5.2): the queue ends, being composed (held now: a reader's outcomes,
     # a local reader's control channel, frame receiver, run receiver and taken chunk);
     # what is left is each role's base classes, MessageQueue and QueueReader or WriterBase
+    # (the writer holds its control channel and the settling of its cut calls now)
     "queue/local_reader.py::LocalReader": (737, 35),
     "queue/remote_reader.py::RemoteReader": (675, 32),
     "queue/reader.py::QueueReader": (492, 22),
-    "queue/writer.py::QueueWriter": (919, 28),
-    "queue/writer_end.py::WriterEnd": (681, 19),
-    "queue/writer_base.py::WriterBase": (492, 19),
+    "queue/writer.py::QueueWriter": (707, 28),
+    "queue/writer_base.py::WriterBase": (468, 19),
     # compat's role subclasses: a core end plus vLLM's attributes; they go with the ends
     "compat/attributes.py::VllmLocalReader": (821, 37),
     "compat/attributes.py::VllmRemoteReader": (730, 32),
-    "compat/attributes.py::VllmWriter": (1005, 29),
+    "compat/attributes.py::VllmWriter": (793, 29),
     # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
     "cursors.py::ReaderCursor": (269, 21),
 }

@@ -64,8 +64,7 @@ from verifiedring.queue.held_chunk import TakenChunk
 from verifiedring.queue.outcomes import ReaderOutcomes
 from verifiedring.queue.serialization import Serializer
 from verifiedring.queue.transmitters import LocalTransmitter
-from verifiedring.queue.writer_base import WriterBase
-from verifiedring.queue.writer_end import WriterEnd
+from verifiedring.queue.writer_control import WriterControl
 
 T = 10.0
 
@@ -276,8 +275,8 @@ def test_a_writer_cut_telling_broken_tells_it_at_its_next_call(
     w, r = queue
     w.enqueue("m0", timeout=T)
     # the break a failed or cut send makes, cut at its telling's entry
-    _cut_at_entry(lambda: w._break("a send failed"),
-                  WriterBase._tell_broken.__code__)
+    _cut_at_entry(lambda: w._control.break_for_good("a send failed"),
+                  WriterControl.tell_broken.__code__)
     with pytest.raises(BrokenPeerError):
         w.enqueue("m1", timeout=T)
     assert r.dequeue(timeout=T) == "m0"
@@ -291,7 +290,7 @@ def test_a_close_cut_before_its_shutdown_still_tells_the_readers_the_end(
 ) -> None:
     w, r = queue
     w.enqueue("m0", timeout=T)
-    _cut_at_entry(w.close, WriterEnd._tell_readers.__code__)
+    _cut_at_entry(w.close, QueueWriter._tell_readers.__code__)
     assert r.dequeue(timeout=T) == "m0"
     with pytest.raises(ClosedError):
         r.dequeue(timeout=T)

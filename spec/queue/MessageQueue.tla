@@ -344,7 +344,7 @@ WriterPublishRunChunk ==
 \* used up either way. Remote readers get an ABORT frame instead of the
 \* message frame ("remoteAbort": WriterSendRemoteFrame, or WriterSendFails).
 \* The second disjunct is the ABORT due after an interrupt cut the run
-\* ("runCut": WriterEnd.abort_run, from the handler or the next call, after
+\* ("runCut": CutCalls.abort_run, from the handler or the next call, after
 \* RunWriter.settle): it needs no budget. AbortDue: the bookkeeping is caught
 \* up (WriterSettleRun) and a part was published (else WriterWithdrawRun);
 \* "abortFirst" (the code before): also at part 0; "noSettle" (the code
@@ -426,7 +426,7 @@ WriterSendFails ==
     /\ UNCHANGED <<pub, sockQ, lost, wrun, rvars>>
     /\ UNCHANGED cuts
 
-\* queue/writer.py: _published_then_interrupted: an asynchronous exception
+\* queue/writer_cuts.py: published_then_interrupted: an asynchronous exception
 \* lands right after a publish store (CPython runs a signal handler at the next
 \* call: the rest of publish(), the return to the caller). Nothing a reader can
 \* see happens between the store and the exception, so the step is the publish
@@ -530,7 +530,7 @@ WriterInterruptedInRun ==
 \* out: the run moves past it (the part count); past its LAST or ABORT the run
 \* is over and its sequence number used up (no ABORT follows); with remote
 \* readers its frame (the message's, or the ABORT's) never went, so the writer
-\* is broken (WriterEnd.abort_run), as when that send is cut. "noSettle" (the
+\* is broken (CutCalls.abort_run), as when that send is cut. "noSettle" (the
 \* code before): no catch-up; "settleLocalOnly" (the code before): with remote
 \* readers a run past its LAST or ABORT is not over: an ABORT follows it.
 WriterSettleRun ==
@@ -579,8 +579,8 @@ WriterInterruptedBeforePublish ==
     /\ wpc' = IF OldWindow = "holdClaim" THEN "held" ELSE wpc
     /\ UNCHANGED <<pub, nseq, nobj, wcut, owed, sockQ, lost, sendFails, wrun, rvars>>
 
-\* queue/writer_base.py: _refuse: an interrupt inside the writer's telling of
-\* BROKEN (WriterBase._tell_broken) before its sends: the BROKEN stays owed,
+\* queue/writer_control.py: refuse: an interrupt inside the writer's telling of
+\* BROKEN (WriterControl.tell_broken) before its sends: the BROKEN stays owed,
 \* and the writer's next call (a refusal) or close() sends it
 \* (WriterTellBroken next). "tellCut" (the code before): nobody is told.
 WriterInterruptedInTell ==
@@ -590,7 +590,7 @@ WriterInterruptedInTell ==
     /\ wpc' = IF OldWindow = "tellCut" THEN "told" ELSE wpc
     /\ UNCHANGED <<pub, nseq, nobj, wcut, owed, sockQ, lost, sendFails, wrun, rvars>>
 
-\* queue/writer_base.py: _watch: while the writer waits (for ring room, for
+\* queue/writer_control.py: watch: while the writer waits (for ring room, for
 \* credit, mid-run), a reader's connection closed: the writer is broken for
 \* good. The model lets it happen in any state after the handshake (a
 \* superset); the readers that are left are the model's readers. It shares
@@ -603,7 +603,7 @@ WriterReaderLeft ==
     /\ UNCHANGED <<pub, nseq, nobj, sockQ, lost, wrun, rvars>>
     /\ UNCHANGED cuts
 
-\* queue/writer_base.py: _break -> _tell_broken: BROKEN(total), after every
+\* queue/writer_control.py: break_for_good -> tell_broken: BROKEN(total), after every
 \* frame sent so far, on both sockets: total = messages the writer completed.
 \* "silent" (the code before): nothing is sent.
 WriterTellBroken ==

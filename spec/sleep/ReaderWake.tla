@@ -11,9 +11,10 @@
 (*   (cursor_base.py: ReaderSide.cut_sleep);                               *)
 (* * the writer's frame: after its last message it sends SHUTDOWN (BROKEN  *)
 (*   is the same here) on the local socket, stores the ring's ended word   *)
-(*   (WriterMarkEnded), then wakes every reader (writer_end.py /           *)
-(*   writer_base.py, then WriterSide.wake_all: for each reader, clear its  *)
-(*   word, then wake it).  The frame reaches each reader's socket later,   *)
+(*   (WriterMarkEnded), then wakes every reader (writer_control.py:        *)
+(*   end_local_readers, then WriterSide.wake_all: for each reader, clear   *)
+(*   its word, then wake it).  The frame reaches each reader's socket      *)
+(*   later,                                                                *)
 (*   when ZeroMQ's IO threads deliver it (FrameArrive: no code's step, and *)
 (*   no bound on when).  A reader's normal poll looks at its socket only   *)
 (*   every SLICE (it may or may not see the frame); its re-check before a  *)
@@ -137,8 +138,8 @@ WriterInterruptedInWake ==
     /\ wa' = StartWakeAll
     /\ UNCHANGED <<pub, asleep, wbuf, rbuf, sent, rpc, got, stop, cpc, framed, ended, frameVars>>
 
-\* writer_end.py (MessageQueue.tla's WriterShutdown): after the last message,
-\* SHUTDOWN on the local socket: sent, not yet on any reader's socket.
+\* writer_control.py, tell_shutdown (MessageQueue.tla's WriterShutdown): after
+\* the last message, SHUTDOWN on the local socket: sent, not yet on any reader's socket.
 WriterShutdown ==
     /\ Frame /\ wpc = "done" /\ ~wbuf /\ ~framed /\ wa = NoWakeAll
     /\ framed' = TRUE

@@ -6,9 +6,10 @@ module                 job
 ``message_queue``      :class:`MessageQueue`, the entry point; one type per role
                        (each its own typed constructor)
 ``writer``             :class:`QueueWriter`: one message's path (serialize,
-                       credit, the local path, the frames), runs, shutdown
-``writer_base``        what the writer is: its transmitters, readers, handle,
-                       handshake, the one send path and how it breaks
+                       credit, the local path, the frames), ``acquire_write``
+``writer_base``        what the writer is made of, its handle, handshake and end
+``writer_control``     READY, SHUTDOWN, BROKEN to the readers; the break for good
+``writer_cuts``        what a cut call left: a run's abort, a publish's settling
 ``transmitters``       the writer's ring side and TCP side
 ``local_reader``       :class:`LocalReader`: the ring chunk, dispatched on kind
 ``remote_reader``      :class:`RemoteReader`: every message over TCP, acked back

@@ -115,7 +115,7 @@ class LocalTransmitter:
         #: The message whose publish was last begun: (seq, inline, chunk), stored before
         #: the publish store and never cleared: while its seq is the writer's next, the
         #: writer did not finish that call's bookkeeping (an interrupt cut it, maybe a
-        #: second one its handling), and its next call settles it (``WriterEnd``).
+        #: second one its handling), and its next call settles it (``CutCalls``).
         self.committing = (-1, True, 0)
 
     def publish(

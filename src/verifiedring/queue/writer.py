@@ -11,6 +11,7 @@ the spec's ``wpc``) says which of those steps a call left unfinished.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -40,7 +41,7 @@ from .transmitters import (
     RemoteOptions,
     RemoteTransmitter,
 )
-from .writer_end import WriterEnd
+from .writer_base import WriterBase
 
 #: How a message too large for one chunk reaches local readers (see :mod:`.flavors`).
 LARGE_OBJECT_MODES = ("stream", "socket")
@@ -48,6 +49,8 @@ DEFAULT_LARGE_OBJECTS = "socket"
 #: The default for ``large_objects`` where the queue is built for the caller (vLLM,
 #: ``create_from_process_group``).
 LARGE_OBJECTS_ENV = "VERIFIEDRING_LARGE_OBJECTS"
+
+logger = logging.getLogger("verifiedring")
 
 _CHUNK = WriterState.CHUNK
 _RUN = WriterState.RUN
@@ -65,7 +68,7 @@ def _large_objects_mode(large_objects: str | None) -> str:
     return large_objects
 
 
-class QueueWriter(WriterEnd):
+class QueueWriter(WriterBase):
     """The single writer: ``MessageQueue(n_reader, n_local_reader, ...)`` builds it."""
 
     is_writer = True
@@ -136,15 +139,15 @@ class QueueWriter(WriterEnd):
         self._busy = True
         runs = self._runs
         if runs is not None:  # a run this call cannot finish is aborted by the writer
-            runs.abort = self.abort_run  # this call's (cleared as it ends: no cycle)
+            runs.abort = self._cuts.abort_run  # this call's (cleared as it ends: no cycle)
         try:
             # at CHUNK, the hot path (untimed: no call); else a due abort first, or a refusal
             life = self._life
             local = self._local
             if local is not None and local.committing[0] == life.seq:
-                self._settle_commit(local)  # the last call's publish, cut and unsettled
+                self._cuts.settle_commit(local)  # the last call's publish, cut and unsettled
             if life.state is not _CHUNK:
-                deadline = self._settle(timeout)
+                deadline = self._cuts.settle(timeout)
             elif timeout is None:
                 deadline = FOREVER
             else:
@@ -180,15 +183,16 @@ class QueueWriter(WriterEnd):
             try:
                 overflow = local.publish(seq, p, deadline, self._watch, obj, large)
             except RingTimeoutError as exc:
-                raise self._ring_stalled(local, seq, exc) from None
+                raise self._control.ring_stalled(local, seq, exc) from None
             except BaseException as exc:
-                self._local_path_raised(exc, seq, local, remote)
+                self._cuts.local_path_raised(exc, seq, local, remote)
                 raise
         if overflow or remote is not None:
             try:  # from the call on: its frame_parts, its first line (an interrupt there)
                 self._send_frames(seq, wire.frame_parts(seq, p), overflow, remote)
             except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
+                self._control.break_interrupted(
+                    exc, f"sending message seq {seq}", "it was published")
                 raise
         self._life.seq = seq + 1  # plain: no call between the publish and it
 
@@ -207,10 +211,10 @@ class QueueWriter(WriterEnd):
                 local = self._local
                 if local is None or runs.active:
                     raise
-                raise self._ring_stalled(local, seq, exc) from None
+                raise self._control.ring_stalled(local, seq, exc) from None
             except BaseException as exc:
                 if runs.run.ended == seq:  # interrupted after its LAST's store: it is sent
-                    self._published_then_interrupted(exc, seq, True, None)
+                    self._cuts.published_then_interrupted(exc, seq, True, None)
                 raise
             if p is None:
                 life.seq = seq + 1  # plain: no call between the run's LAST and it
@@ -227,10 +231,10 @@ class QueueWriter(WriterEnd):
         local, life = self._local, self._life
         if overflow and local is not None:
             life.enter(WriterState.LOCAL)
-            self._send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
+            self._control.send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
         if remote is not None:
             life.enter(WriterState.REMOTE)
-            self._send(remote.send, parts, f"remote frame seq {seq}", seq)
+            self._control.send(remote.send, parts, f"remote frame seq {seq}", seq)
         life.enter(_CHUNK)
 
     @contextlib.contextmanager
@@ -251,8 +255,8 @@ class QueueWriter(WriterEnd):
             life = self._life
             local = self._local
             if local is not None and local.committing[0] == life.seq:
-                self._settle_commit(local)  # the last call's publish, cut and unsettled
-            deadline = _after(timeout) if life.state is _CHUNK else self._settle(timeout)
+                self._cuts.settle_commit(local)  # the last call's publish, cut and unsettled
+            deadline = _after(timeout) if life.state is _CHUNK else self._cuts.settle(timeout)
             seq = life.seq
             remote = self._remote
             if remote is not None and remote.credit.needs_check(seq):
@@ -272,7 +276,8 @@ class QueueWriter(WriterEnd):
                 try:
                     self._send_frames(seq, wire.frame_parts(seq, self._dumps(data)), False, remote)
                 except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                    self._break_interrupted(exc, f"sending message seq {seq}", "it was published")
+                    self._control.break_interrupted(
+                    exc, f"sending message seq {seq}", "it was published")
                     raise
             life.seq = seq + 1  # plain: no call between the publish and it
         finally:
@@ -286,7 +291,7 @@ class QueueWriter(WriterEnd):
         try:
             chunk = local.claim(deadline, self._watch)
         except RingTimeoutError as exc:
-            raise self._ring_stalled(local, seq, exc) from None
+            raise self._control.ring_stalled(local, seq, exc) from None
         try:
             with chunk[wire.HEADER_BYTES :] as buf:
                 yield buf
@@ -299,6 +304,6 @@ class QueueWriter(WriterEnd):
             local.commit(chunk, seq, None, True, data)
         except BaseException as exc:
             if local.published[0] == seq:
-                self._published_then_interrupted(exc, seq, True, self._remote)
+                self._cuts.published_then_interrupted(exc, seq, True, self._remote)
             raise
         return data

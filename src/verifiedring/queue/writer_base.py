@@ -1,32 +1,32 @@
-"""What the writer is: its two transmitters, its readers, its handle and handshake.
+"""What the writer is made of, and how it begins and ends.
 
-:class:`WriterBase` builds the writer's :class:`~.transmitters.LocalTransmitter`
-and :class:`~.transmitters.RemoteTransmitter` from checked options (on failure
-none is left), knows its readers (:class:`~.peers.Peers`), exports the
-:class:`~.handle.Handle`, runs the READY handshake, and owns the one send path
-and the way a failure breaks the writer for good. What the writer does per
-message is :class:`~.writer.QueueWriter`'s.
+:class:`WriterBase` builds the writer's parts from checked options (on failure
+none is left): the :class:`~.transmitters.LocalTransmitter` and
+:class:`~.transmitters.RemoteTransmitter`, the large-object flavor, the control
+channel (:class:`~.writer_control.WriterControl`: READY, SHUTDOWN, BROKEN, and the
+break for good) and the settling of cut calls (:class:`~.writer_cuts.CutCalls`).
+It exports the :class:`~.handle.Handle`, runs the READY handshake and ends the
+writer: ``shutdown()`` only sets ``shutting_down`` (vLLM's); ``close()`` (and the
+finalizer) first tells the readers -- a run left unfinished is aborted, then
+SHUTDOWN(total), the spec's ``WriterShutdown`` -- and then, with remote readers,
+waits at most the linger, and only for messages a remote reader still there has
+not acknowledged (:meth:`RemoteCredit.settle <.credit.RemoteCredit.settle>`).
+What the writer does per message is :class:`~.writer.QueueWriter`'s.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import socket
-from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
 
-import zmq
-
-from ..errors import BrokenPeerError, RingTimeoutError
+from ..errors import RingTimeoutError
 from ..layout import RingLayout
 from ..steps import (
     WRITER_ACTOR,
     WRITER_HANDSHAKE,
-    WRITER_READER_LEFT,
-    WRITER_SEND_FAILS,
-    WRITER_TELL_BROKEN,
-    QueueObserver,
 )
 from ..waiting import Deadline, StallLog, wait_readable
 from . import wire
@@ -34,26 +34,23 @@ from .flavors import LargeSender
 from .flavors.overflow import MarkerSender
 from .flavors.run.writer import RunSender
 from .handle import Handle, ring_tag
-from .lifecycle import WriterLifecycle, WriterState, refusal
+from .lifecycle import WriterLifecycle, WriterState
 from .message_queue import MessageQueue
 from .peers import Peers
 from .serialization import ArenaOptions, Serializer, arena_writer
-from .sockets import Signer, new_key, send_now, welcome
+from .sockets import Signer, new_key, welcome
 from .transmitters import LocalTransmitter, RemoteOptions, RemoteTransmitter
+from .writer_control import WriterControl, writer_name
+from .writer_cuts import CutCalls
 
 logger = logging.getLogger("verifiedring")
 
-#: A channel's send: ``(parts, what, seq, observer)``.
-Send = Callable[[list[Any], str, int, "QueueObserver | None"], None]
-
-
-def writer_name() -> str:
-    """How messages name the writer: its process."""
-    return f"writer (pid {os.getpid()})"
+_CHUNK = WriterState.CHUNK
+_RUN = WriterState.RUN
 
 
 class WriterBase(MessageQueue):
-    """The writer's parts and its ends' shared steps (handshake, send, failure)."""
+    """The writer's parts, its handle, its handshake and its end."""
 
     is_writer = True
     n_reader: int
@@ -68,7 +65,6 @@ class WriterBase(MessageQueue):
         """The transmitters, from the checked options (``remote`` is used only with
         remote readers, its linger always); on failure none is left."""
         self._key = new_key()
-        self._signer = Signer(self._key)
         self._linger_ms = remote.linger_ms
         self._serializer = Serializer()
         #: The writer's state, reason, next sequence number and what its readers are
@@ -87,7 +83,7 @@ class WriterBase(MessageQueue):
             if n_remote:
                 self._remote = RemoteTransmitter(self._ctx, ip, remote, self._who())
         except BaseException:
-            self._release()
+            self._close_transmitters()
             raise
         self._dumps = self._serializer.dumps  # bound once: the hot path pays no lookups
         #: How a message too large for one chunk reaches the local readers (None: no
@@ -96,11 +92,16 @@ class WriterBase(MessageQueue):
         if self._local is not None:
             self._large = self._runs or MarkerSender(self._local.publish_chunk)
         local, far = self._local, self._remote
-        self._peers = Peers(
-            self._who(), self._signer, self.local_reader_ranks, n_remote,
+        peers = Peers(
+            self._who(), Signer(self._key), self.local_reader_ranks, n_remote,
             (None if local is None else local.frames.endpoint.socket,
              None if far is None else far.socket),
         )
+        #: READY, SHUTDOWN and BROKEN to the readers, and the break for good.
+        self._control = WriterControl(
+            self._life, local, far, peers, self.local_reader_ranks, self._observer)
+        #: The settling of what a cut call left (a run mid-way, a publish's bookkeeping).
+        self._cuts = CutCalls(self._life, local, far, self._runs, self._control)
         self._closed = False
 
     def _local_side(self, layout: RingLayout, arena: ArenaOptions | None) -> LocalTransmitter:
@@ -140,6 +141,13 @@ class WriterBase(MessageQueue):
     def _who(self) -> str:
         return writer_name()
 
+    def _watch(self) -> None:
+        """While the writer waits: a reader that left breaks it for good."""
+        self._control.watch()
+
+    def _refuse(self) -> NoReturn:
+        self._control.refuse()
+
     def export_handle(self) -> Handle:
         if self._closed:
             self._refuse()
@@ -155,7 +163,7 @@ class WriterBase(MessageQueue):
             remote_ack_addr=None if remote is None else remote.ack_address,
             remote_window=self.remote_window,
             hmac_key=self._key,
-            ring_tag=ring_tag(self._signer, ring, arena),
+            ring_tag=ring_tag(Signer(self._key), ring, arena),
             curve=None if remote is None else remote.keys.reader,
             writer_pid=os.getpid(),
             writer_host=socket.gethostname(),
@@ -168,7 +176,7 @@ class WriterBase(MessageQueue):
     def _handshake(self, deadline: Deadline) -> None:
         """Wait for every reader to subscribe, then send READY."""
         # spec: WriterHandshake -- every subscription first (essential), then READY
-        peers = self._peers
+        peers = self._control.peers
         if not peers.complete():
 
             def timed_out(waited: float) -> RingTimeoutError:
@@ -179,8 +187,8 @@ class WriterBase(MessageQueue):
         obs = self._observer
         if obs is not None:
             obs.begin(WRITER_ACTOR)
-        self._send_control([wire.control_header(wire.READY, 0)], "READY")
-        for xpub in self._peers.sockets():
+        self._control.send_control([wire.control_header(wire.READY, 0)], "READY")
+        for xpub in peers.sockets():
             welcome(xpub, wire.late_frame())  # a later subscriber is told it is late
         if obs is not None:
             obs.end(WRITER_ACTOR, WRITER_HANDSHAKE, -1)
@@ -191,112 +199,73 @@ class WriterBase(MessageQueue):
             self._remote.close_door()  # a later reader is refused at connect, writer idle or not
         self._life.ready()
 
-    def _send(self, send: Send, parts: list[Any], what: str, seq: int) -> None:
-        """One channel's send of message ``seq`` (-1: a control message, its caller's
-        step). A failure breaks the writer for good: what was published before it
-        cannot be taken back, and a reader may wait for it."""
-        obs = self._observer if seq >= 0 else None
-        try:
-            send(parts, what, seq, obs)
-        except BrokenPeerError as exc:
-            # spec: WriterSendFails -- broken for good: no later message, no reused seq
-            if obs is not None:  # the send's step ends before the break tells anyone
-                obs.end(WRITER_ACTOR, WRITER_SEND_FAILS, seq)
-            self._break(f"broken since sending {what} failed: {exc}")
-            raise
-
-    def _send_control(self, parts: list[Any], what: str) -> None:
-        if self._local is not None:
-            self._send(self._local.frames.send, parts, what, -1)
+    def _close_transmitters(self) -> None:
+        """Close the sockets (queued frames: at most the linger) and the segment."""
         if self._remote is not None:
-            self._send(self._remote.send, parts, what, -1)
+            self._remote.close(self._linger_ms)
+        if self._local is not None:
+            self._local.close(self._linger_ms)
 
-    # --- failures ----------------------------------------------------------------------
+    # --- the end ------------------------------------------------------------------------
 
-    def _watch(self) -> None:
-        """While the writer waits: a reader that left breaks the writer for good."""
-        try:
-            self._peers.watch()
-        except BrokenPeerError as exc:
-            obs = self._observer
-            if obs is not None:
-                obs.begin(WRITER_ACTOR)
-                # spec: WriterReaderLeft -- a reader's connection closed: broken for good
-                obs.end(WRITER_ACTOR, WRITER_READER_LEFT, self._life.seq)
-            self._break(f"broken since a reader left: {exc}")
-            raise
+    @property
+    def state(self) -> WriterState:
+        """The writer's state (the spec's ``wpc``)."""
+        return self._life.state
 
-    def _break(self, why: str) -> None:
-        """Broken for good; readers past READY are told (:meth:`_tell_broken`)."""
-        if self._life.broke(why, wire.broken_frame(self._life.seq, why)):
-            self._tell_broken()
+    def _stop(self, state: enum.Enum, why: str) -> None:
+        assert isinstance(state, WriterState)
+        self._life.enter(state, why)
 
-    def _refuse(self) -> NoReturn:
-        """Raise why this end cannot operate now; first let ZeroMQ run the sockets'
-        pending commands, so a reader that subscribed since gets its welcome (LATE) even
-        from a writer that only refuses (broken, shut down)."""
-        for sock in self._peers.sockets():
-            if not sock.closed:
-                sock.getsockopt(zmq.EVENTS)
-        life = self._life
-        # spec: WriterInterruptedInTell -- a BROKEN whose telling was cut is still owed
-        if life.broken_owed is not None:  # an interrupt cut its telling: told now
-            self._tell_broken()
-        raise refusal(life.state, self._who(), life.why)
+    def __repr__(self) -> str:
+        life = vars(self).get("_life")
+        if life is None:
+            return f"<{type(self).__name__} unopened>"
+        return f"<{type(self).__name__} {self._who()} seq {life.seq} {life.state.value}>"
 
-    def _tell_broken(self) -> None:
-        """The BROKEN owed (messages sent, why) on both sockets, after every frame sent
-        so far; never waits (a pipe at its mark: logged, that channel is not told)."""
-        obs = self._observer
-        if obs is not None:
-            obs.begin(WRITER_ACTOR)
-        # spec: WriterTellBroken -- the survivors learn the queue is broken, and why
-        life = self._life
-        self._send_owed(life.broken_owed or [], "BROKEN")
-        life.broken_owed = None
-        if obs is not None:
-            obs.end(WRITER_ACTOR, WRITER_TELL_BROKEN, life.seq)
+    def shutdown(self) -> None:
+        """vLLM's: set :attr:`shutting_down`, at any time (idempotent). Nothing is sent
+        and nothing refused: an ``enqueue`` in progress on another thread completes and
+        a later one is sent. The writer has no cancellable wait to wake (neither has
+        vLLM's). Readers learn that no more messages follow from :meth:`close`."""
+        self.shutting_down = True
 
-    def _send_owed(self, parts: list[Any], what: str) -> None:
-        """``parts`` on both sockets without waiting, then the local readers told the
-        writer has ended (:meth:`_end_local_readers`) if their frame went out."""
-        local_sent = False
-        for side, sock in (("local", None if self._local is None else self._local.frames.socket),
-                           ("remote", None if self._remote is None else self._remote.socket)):
-            if sock is not None and not (sent := send_now(sock, parts)):
-                logger.warning("%s: the %s readers were not told %s (a pipe at its mark): %s",
-                               self._who(), side, what, self._life.why)
-            local_sent = local_sent or (sock is not None and side == "local" and sent)
-        self._end_local_readers(local_sent)
-
-    def _end_local_readers(self, frame_sent: bool) -> None:
-        """After a frame every reader must see (SHUTDOWN, BROKEN): if it went out on the
-        local socket, store the ring's ended word, so a reader waits on its socket for
-        the frame (still in flight, maybe) rather than blocking again; then wake the
-        local readers asleep on the ring, so each looks now (``ReaderWake.tla``)."""
-        local = self._local
-        if local is not None:
+    def _tell_readers(self) -> None:
+        """SHUTDOWN(total) on both sockets, after the last message (a run left
+        unfinished is aborted first); nothing once the writer is broken or was never
+        ready. Afterwards every call refuses (:class:`ClosedError`)."""
+        state = self._life.state
+        if state is not _CHUNK and state is not _RUN:
+            return  # before the handshake, told already or broken: nothing to tell
+        runs = self._runs
+        if runs is not None and runs.active:
             try:
-                if frame_sent:
-                    local.cursor.mark_ended()
-            finally:  # an interrupt at the store's call still wakes every reader
-                local.cursor.wake_all()
+                self._cuts.abort_run(runs.run, "the writer closed mid-message",
+                                     Deadline.after(self._linger_ms / 1000))
+            except RingTimeoutError as exc:
+                logger.warning("%s: closed without aborting message seq %d mid-run: %s",
+                               self._who(), runs.run.seq, exc)
+        self._control.tell_shutdown()
 
-    def _break_interrupted(self, exc: BaseException | None, what: str, after: str) -> None:
-        """``what`` raised (an interrupt too; ``None``: found by the next call) after
-        ``after``: its sequence number is out, so the writer is broken for good (unless
-        it already is)."""
-        if self._life.state is not WriterState.BROKEN:
-            how = "" if exc is None else f" ({type(exc).__name__})"
-            self._break(f"broken since {what} was interrupted{how} after {after}")
+    def _before_close(self) -> None:
+        """SHUTDOWN, then let the remote readers receive everything (at most the linger):
+        queued frames die with this process, as the shared context is never terminated."""
+        self._tell_readers()
+        remote = self._remote
+        seq = self._life.seq
+        if remote is None or self._life.state is not WriterState.SHUT:
+            return
+        deadline = Deadline.after(self._linger_ms / 1000)
+        short = remote.credit.settle(seq, deadline, self._control.peers.remote_left)
+        if short:
+            logger.warning(
+                "%s: closed after %.1f s with remote readers %s (rank: acknowledged count) "
+                "short of all %d messages; frames still queued for them are lost if this "
+                "process exits now", self._who(), self._linger_ms / 1000, short, seq,
+            )
 
-    def _ring_stalled(
-        self, local: LocalTransmitter, seq: int, exc: RingTimeoutError
-    ) -> RingTimeoutError:
-        ranks = [self.local_reader_ranks[i] for i in local.cursor.unread_by()]
-        names = ", ".join(self._peers.name(r) for r in ranks)
-        return RingTimeoutError(
-            f"{self._who()} could not enqueue message seq {seq}: local reader ranks {ranks} "
-            f"have not read the chunk it needs ({names}); ring: {exc}"
-        )
-
+    def _release(self) -> None:
+        # close() cut before its SHUTDOWN (or a BROKEN) went out: sent now, before the
+        # sockets close, so the readers learn the end, not only that the writer is gone
+        self._control.tell_owed()
+        self._close_transmitters()
