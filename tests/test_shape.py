@@ -88,15 +88,16 @@ PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
     # issue 29 (5.1, 5.2): the queue ends, being composed (held now: a reader's outcomes,
     # a local reader's control channel, frame receiver, run receiver and taken chunk);
     # what is left is each role's base classes, MessageQueue and QueueReader or WriterBase
-    # (the writer holds its control channel and the settling of its cut calls now)
-    "queue/local_reader.py::LocalReader": (737, 35),
-    "queue/remote_reader.py::RemoteReader": (675, 32),
-    "queue/reader.py::QueueReader": (492, 22),
+    # (held now too: the writer's control channel and the settling of its cut calls,
+    # a reader's waits, a remote reader's link)
+    "queue/local_reader.py::LocalReader": (699, 32),
+    "queue/remote_reader.py::RemoteReader": (595, 26),
+    "queue/reader.py::QueueReader": (454, 20),
     "queue/writer.py::QueueWriter": (707, 28),
     "queue/writer_base.py::WriterBase": (468, 19),
     # compat's role subclasses: a core end plus vLLM's attributes; they go with the ends
-    "compat/attributes.py::VllmLocalReader": (821, 37),
-    "compat/attributes.py::VllmRemoteReader": (730, 32),
+    "compat/attributes.py::VllmLocalReader": (783, 34),
+    "compat/attributes.py::VllmRemoteReader": (650, 26),
     "compat/attributes.py::VllmWriter": (793, 29),
     # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
     "cursors.py::ReaderCursor": (269, 21),

@@ -14,6 +14,8 @@ module                 job
 ``local_reader``       :class:`LocalReader`: the ring chunk, dispatched on kind
 ``remote_reader``      :class:`RemoteReader`: every message over TCP, acked back
 ``reader``             what every reader shares (sequence, READY, SHUTDOWN)
+``reader_waits``       what ends a reader's waits early, and their stall lines
+``remote_link``        a remote reader's connection, as its socket monitor says
 ``flavors``            how a message reaches local readers: inline, overflow
                        frame, run of chunks, tensor arena (each both halves)
 ``lifecycle``          the ends' states, named after the spec's ``wpc``/``rpc``

@@ -11,6 +11,7 @@ state for it (FRAME, RUN): the next one goes on from there.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from time import monotonic
 from typing import Any, ClassVar
@@ -68,6 +69,7 @@ class LocalReader(QueueReader):
         self.max_chunks = bh.max_chunks
         _check_ring(self, handle, bh)
         self._ring = ShmRingBuffer.attach(bh)
+        self._waits.lost = functools.partial(_ring_lost, self._ring)
         sock: zmq.Socket[Any] | None = None
         try:
             self._cursor = cursor = self._ring.reader(self.local_reader_ranks.index(rank))
@@ -111,7 +113,8 @@ class LocalReader(QueueReader):
         held = cursor.holding and self._taken.held_unread()
         if not held and not cursor.poll():
             self._wait_ring(deadline, poll)
-        self._took_at = monotonic()  # its chunk is there: before the step
+        waits = self._waits
+        waits.took_at = monotonic()  # its chunk is there: before the step
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
@@ -165,7 +168,7 @@ class LocalReader(QueueReader):
         finally:
             if obs is not None:
                 obs.end(self._actor, READER_TAKE_CHUNK, seq, got, _KIND_NAMES.get(kind, ""))
-        return large.take(deadline, self._recv, self._watch, self._log_interval)
+        return large.take(deadline, waits.recv, waits.watch, waits.stall_interval)
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError
@@ -177,7 +180,8 @@ class LocalReader(QueueReader):
         large: LargeReceiver = (
             self._frames if self._life.state is ReaderState.FRAME else self._runs
         )
-        got = large.unfinished(deadline, self._recv, self._watch, self._log_interval)
+        waits = self._waits
+        got = large.unfinished(deadline, waits.recv, waits.watch, waits.stall_interval)
         return self._dequeue(deadline, poll) if got is NEXT else got
 
     def _wait_ring(self, deadline: Deadline, poll: bool) -> None:
@@ -199,8 +203,9 @@ class LocalReader(QueueReader):
         cursor = self._cursor
         if cursor.poll():
             return True
-        if self.shutting_down:
-            self._cancelled()
+        waits = self._waits
+        if waits.shutting_down:
+            waits.cancelled()
         control = self._control
         looked = control.look()
         if self._outcomes.broke is not None:
@@ -211,7 +216,7 @@ class LocalReader(QueueReader):
             total = self._life.shutdown_total
             if total is not None:
                 self._saw_shutdown(total)
-            self._watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
+            waits.watch()  # after SHUTDOWN: a writer that shut down and exited is not broken
         return False
 
     def _recheck_ring(self) -> bool:
@@ -265,18 +270,14 @@ class LocalReader(QueueReader):
         self._taken.settle()
         return self._outcomes.pay_owed()
 
-    def _writer_lost(self) -> str | None:
-        """Gone once nobody holds the ring's lock, whatever PID namespace it runs in."""
-        held = self._ring.creator_holds()
-        return None if held else "its process has exited or let go of the ring"
-
     def _ring_stall(self) -> StallLog:
-        return StallLog(self._describe_ring_wait, self._log_interval())
+        return StallLog(self._describe_ring_wait, self._waits.stall_interval())
 
     def _describe_ring_wait(self) -> str:
-        c, alive = self._cursor, self._writer_lost() or "its process holds the ring"
+        waits = self._waits
+        c, alive = self._cursor, waits.lost() or "its process holds the ring"
         return (f"{self._who()} waits for message seq {self._life.seq} in chunk {c.index} "
-                f"({c.flag_state()}) from {self._outcomes.writer}, {alive}{took(self._took_at)}")
+                f"({c.flag_state()}) from {self._outcomes.writer}, {alive}{took(waits.took_at)}")
 
     def _ring_timeout(self, waited: float) -> RingTimeoutError:
         c = self._cursor
@@ -292,6 +293,12 @@ class LocalReader(QueueReader):
         self._ring.close()
         if self._arena is not None:
             self._arena.close()
+
+
+def _ring_lost(ring: ShmRingBuffer) -> str | None:
+    """How a local reader sees its writer gone: nobody holds the ring's lock any more,
+    whatever PID namespace the writer runs in."""
+    return None if ring.creator_holds() else "its process has exited or let go of the ring"
 
 
 def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:

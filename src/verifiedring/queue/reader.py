@@ -7,7 +7,7 @@ import functools
 import math
 import os
 import time
-from typing import Any, ClassVar, NoReturn, Protocol, cast
+from typing import Any, ClassVar, NoReturn, cast
 
 import zmq
 
@@ -23,17 +23,13 @@ from ..steps import (
 )
 from ..waiting import FOREVER, Deadline, StallLog, wait_readable
 from . import wire
-from .ages import took
 from .curve import CurveKeys
 from .handle import Handle, check_attach
 from .lifecycle import ReaderLifecycle, ReaderState, refusal
 from .message_queue import MessageQueue
 from .outcomes import ReaderOutcomes
-from .sockets import Signer, hello_topic, hwm_for_window, recv_frames, subscriber
-
-#: A reader raises "the writer is gone" once it has seen the writer gone for this long
-#: and received nothing meanwhile (frames sent before the writer went still arrive).
-LOST_GRACE = 0.5
+from .reader_waits import Cancel, ReaderWaits
+from .sockets import Signer, hello_topic, hwm_for_window, subscriber
 
 _IDLE = ReaderState.IDLE
 _after = Deadline.after  # bound once: no bound method made per call
@@ -43,12 +39,6 @@ def _nothing_comes(ms: int) -> bool:
     """The poll of a wait for what cannot come: it waits ``ms`` and reports nothing."""
     time.sleep(ms / 1000)
     return False
-
-
-class Cancel(Protocol):
-    """What ``dequeue(cancel=...)`` accepts: a ``threading.Event`` or the like."""
-
-    def is_set(self) -> bool: ...
 
 
 def reader_name(channel: str, rank: int) -> str:
@@ -63,8 +53,6 @@ class QueueReader(MessageQueue):
     channel: str  # "local" or "remote", for messages
     #: The tensor arena's reader half (a local reader of a queue with one).
     _arena: ArenaReader | None = None
-    #: When its last message was there to take (monotonic; 0: none yet): its stall line.
-    _took_at = 0.0
     _opening: ClassVar[enum.Enum] = ReaderState.INIT
     _closed_state: ClassVar[enum.Enum] = ReaderState.CLOSED
     #: The states a dequeue goes on from (besides IDLE): this role's unfinished steps.
@@ -90,15 +78,14 @@ class QueueReader(MessageQueue):
             life.watch()
         self._handle = handle
         self._arena = None  # on the instance: read by every dequeue, a class lookup costs
-        self._cancel: Cancel | None = None  # the cancel event of the dequeue in progress
-        self._quiet = False  # the dequeue in progress logs no stall (indefinite=True)
-        self._lost_at: float | None = None  # when the writer was first seen gone
+        who = functools.partial(reader_name, self.channel, rank)
         #: What a call ends in when it does not return the message (errors, owed records,
         #: the writer's BROKEN once seen).
-        self._outcomes = ReaderOutcomes(  # no reference back to the end: freed by refcount
-            life, functools.partial(reader_name, self.channel, rank),
-            f"the writer (pid {handle.writer_pid} on host {handle.writer_host})",
+        self._outcomes = outcomes = ReaderOutcomes(  # no reference back: freed by refcount
+            life, who, f"the writer (pid {handle.writer_pid} on host {handle.writer_host})",
         )
+        #: What ends its waits early (shutdown, cancel, the writer gone), their stall lines.
+        self._waits = ReaderWaits(life, outcomes, who, self._shutdown_cancels)
         self._open()
 
     def _who(self) -> str:
@@ -118,6 +105,24 @@ class QueueReader(MessageQueue):
 
     def _refuse(self) -> NoReturn:
         raise refusal(self._life.state, self._who(), self._life.why)
+
+    @property
+    def shutting_down(self) -> bool:
+        """vLLM's flag, set by :meth:`shutdown` (from any thread)."""
+        return self._waits.shutting_down
+
+    @shutting_down.setter
+    def shutting_down(self, value: bool) -> None:
+        self._waits.shutting_down = value
+
+    @property
+    def log_interval(self) -> float:
+        """Seconds between two stall lines of one wait."""
+        return self._waits.log_interval
+
+    @log_interval.setter
+    def log_interval(self, seconds: float) -> None:
+        self._waits.log_interval = seconds
 
     def export_handle(self) -> Handle:
         """The handle this reader attached with (vLLM hands it on)."""
@@ -141,8 +146,9 @@ class QueueReader(MessageQueue):
             raise self._conflict("dequeue()")
         self._busy = True
         try:
-            self._cancel = cancel  # consulted only while it waits (as vLLM's)
-            self._quiet = indefinite
+            waits = self._waits
+            waits.cancel = cancel  # consulted only while it waits (as vLLM's)
+            waits.quiet = indefinite
             if timeout is None:  # the hot path: no call, no compare with None
                 deadline, poll = FOREVER, False
             else:
@@ -211,68 +217,14 @@ class QueueReader(MessageQueue):
         """Whether this role's next message is at the head (nothing consumed)."""
         raise NotImplementedError
 
-    def _cancelled(self) -> NoReturn:
-        shut = self.shutting_down and (self._shutdown_cancels or self._told_shutdown())
-        why = "shutdown() was called" if shut else "its cancel event was set"
-        raise CancelledError(f"{self._who()}: the wait was cancelled: {why}")
-
-    def _log_interval(self) -> float:
-        return math.inf if self._quiet else self.log_interval
-
     def _socket(self) -> zmq.Socket[Any]:
         """The socket READY and SHUTDOWN arrive on."""
         raise NotImplementedError
 
-    def _recv(self, sock: zmq.Socket[Any], deadline: Deadline, what: str) -> list[zmq.Frame]:
-        def describe() -> str:
-            writer = self._outcomes.writer
-            return f"{self._who()} waits for {what} from {writer}{took(self._took_at)}"
-
-        def timed_out(waited: float) -> RingTimeoutError:
-            return RingTimeoutError(f"{self._who()} timed out after {waited:.3f} s waiting for "
-                                    f"{what} from {self._outcomes.writer}")
-
-        log = StallLog(describe, self._log_interval())
-        try:
-            return recv_frames(sock, deadline, log, timed_out, self._watch)
-        except (RingTimeoutError, CancelledError, BrokenPeerError):
-            self._life.receiving = False  # the wait ended it: no frame was taken
-            raise
-
-    def _watch(self) -> None:
-        """While this reader waits: raise :class:`CancelledError` if woken, or
-        :class:`BrokenPeerError` if the writer is gone."""
-        self._watch_cancel()
-        how = self._writer_lost()
-        if how is None:
-            self._lost_at = None  # back (a reconnect before READY): the grace starts over
-            return
-        now = time.monotonic()
-        if self._lost_at is None:
-            self._lost_at = now  # what it sent before it went may still be arriving
-        elif now - self._lost_at >= LOST_GRACE:
-            raise self._writer_gone(how)
-
-    def _watch_cancel(self) -> None:
-        """Raise :class:`CancelledError` if this reader's wait is cancelled."""
-        cancel = self._cancel
-        if (self.shutting_down and self._shutdown_cancels) or (
-            cancel is not None and cancel.is_set()
-        ):
-            self._cancelled()
-
-    def _writer_lost(self) -> str | None:
-        """How this reader knows the writer is gone (per channel), else ``None``."""
-        return None
-
-    def _writer_gone(self, how: str) -> BrokenPeerError:
-        self._stop(ReaderState.BROKEN, f"{self._outcomes.writer} is gone ({how})")
-        return BrokenPeerError(f"{self._who()}: {self._outcomes.writer} is gone ({how})")
-
     def _handshake(self, deadline: Deadline) -> None:
         """Wait for the writer's READY."""
         # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
-        header = self._outcomes.header(self._recv(self._socket(), deadline, "READY")[0])
+        header = self._outcomes.header(self._waits.recv(self._socket(), deadline, "READY")[0])
         obs = self._observer
         if obs is not None:
             obs.begin(self._actor)
@@ -315,17 +267,19 @@ def _wait_unfed(reader: QueueReader, indefinite: bool, deadline: Deadline) -> No
         raise  # the ClosedError its caller handles
     why = f"the writer shut the queue down after {reader._life.shutdown_total} messages"
 
+    waits = reader._waits
+
     def timed_out(waited: float) -> RingTimeoutError:
         return RingTimeoutError(f"{reader._who()} timed out after {waited:.3f} s: {why}")
 
     def watch() -> None:
-        if reader.shutting_down:  # also a remote reader's: nothing more can come
-            reader._cancelled()
-        reader._watch_cancel()
+        if waits.shutting_down:  # also a remote reader's: nothing more can come
+            waits.cancelled()
+        waits.watch_cancel()
 
     log = StallLog(lambda: f"{reader._who()} waits: {why}", math.inf)
     wait_readable(_nothing_comes, deadline, log, timed_out, watch)
-    reader._cancelled()  # the wait ends only by its watch, or the deadline
+    waits.cancelled()  # the wait ends only by its watch, or the deadline
 
 
 def subscribe(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sized
 from time import monotonic
@@ -9,17 +10,17 @@ from typing import Any
 
 import zmq
 
-from ..errors import BrokenPeerError, MessageAbortedError
+from ..errors import MessageAbortedError
 from ..steps import REMOTE_RECV_FRAME, REMOTE_SEE_BROKEN, REMOTE_SEE_SHUTDOWN, QueueObserver
 from ..waiting import Deadline
 from . import wire
 from .credit import ack_interval
-from .curve import LATE_STATUS
 from .handle import Handle, check_tag, remote_part
 from .lifecycle import CUT_DECODE, ReaderState
-from .reader import QueueReader, subscribe
+from .reader import QueueReader, reader_name, subscribe
 from .readiness import remote_poll_ms
-from .sockets import ack_push, pending_frames
+from .remote_link import MONITORED_EVENTS, RemoteLink
+from .sockets import ack_push
 from .wire import ack_message
 
 logger = logging.getLogger("verifiedring")
@@ -47,14 +48,16 @@ class RemoteReader(QueueReader):
         check_tag(handle, self._signer, self._who())
         self._ack_interval = ack_interval(handle.remote_window)
         self._acks_sent = 0
-        self._disconnected = False  # a disconnect after READY: the writer is gone for good
-        self._down = False  # the connection is closed now (it has been open before)
-        self._refused = False  # the last connect was refused, none succeeded since
         #: A later message's frame that came where a frame lost to a cut receive was due.
         self._early: list[zmq.Frame] | None = None
-        self._sock = subscribe(self, sub, handle.remote_window, curve, _EVENTS)
+        self._sock = subscribe(self, sub, handle.remote_window, curve, MONITORED_EVENTS)
         try:
-            self._monitor = self._sock.get_monitor_socket()  # the one made before the connect
+            #: What the socket's monitor says of the connection (made before the connect).
+            self._link = RemoteLink(
+                self._sock.get_monitor_socket(), self._life, handle,
+                functools.partial(reader_name, self.channel, rank), self._outcomes.writer,
+            )
+            self._waits.lost = self._link.lost
             self._ack_sock = ack_push(self._ctx, ack, curve)
         except BaseException:
             self._sock.close(linger=0)
@@ -73,11 +76,11 @@ class RemoteReader(QueueReader):
             self._early = None
             return frames
         what = f"message seq {self._life.seq} on the remote socket"
-        return self._recv(self._sock, deadline, what)
+        return self._waits.recv(self._sock, deadline, what)
 
     def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
         frames = self._next_frames(deadline)
-        self._took_at = monotonic()  # its frame is here: before the step
+        self._waits.took_at = monotonic()  # its frame is here: before the step
         header = self._outcomes.header(frames[0])
         kind, seq = header[0], header[1]
         obs = self._observer
@@ -168,80 +171,8 @@ class RemoteReader(QueueReader):
             obs.end(self._actor, REMOTE_SEE_SHUTDOWN, total)
         self._saw_shutdown(total)
 
-    def _writer_lost(self) -> str | None:
-        """Once READY came, a closed connection means the writer is gone (it died, or
-        its heartbeats stopped for the queue's heartbeat timeout): PUB/SUB would lose
-        frames. Before READY, it is gone while the connection stays closed (a
-        reconnect within the reader's grace loses nothing: no frame was sent yet)."""
-        while (event := pending_frames(self._monitor)) is not None:
-            if _event_id(event) == zmq.EVENT_HANDSHAKE_FAILED_AUTH and \
-                    _event_value(event) == LATE_STATUS:
-                raise self._refused_late()
-            failed = _HANDSHAKE_FAILED.get(_event_id(event))
-            if failed is not None:
-                raise self._refused_keys(failed)
-            if _event_id(event) == zmq.EVENT_DISCONNECTED:
-                self._down = True
-                self._disconnected = self._disconnected or self._handshaken
-            elif _event_id(event) == zmq.EVENT_CONNECT_RETRIED:  # refused: nobody listens
-                self._down = self._refused = True
-            else:  # the CURVE handshake with the writer succeeded: connected (again)
-                self._down = self._refused = False
-        if self._refused and not self._handshaken:
-            return (f"nothing accepts connections at {self._handle.remote_subscribe_addr}: "
-                    "the writer closed the queue or died")
-        if self._disconnected or (self._down and not self._handshaken):
-            curve = self._handle.curve
-            bound = "" if curve is None else f"; heartbeat timeout {curve.heartbeat_timeout_ms} ms"
-            return f"the connection to it closed{bound}"
-        return None
-
-    def _refused_late(self) -> BrokenPeerError:
-        """The writer's gate refused the connection: its handshake was over."""
-        why = (f"{self._outcomes.writer} refused its connection: its handshake is over (READY went "
-               "to the readers that joined in time): a reader cannot join a running queue, "
-               "nor attach as a rank that is no reader or whose remote slot is taken")
-        self._stop(ReaderState.BROKEN, why)
-        return BrokenPeerError(f"{self._who()}: {why}")
-
-    def _refused_keys(self, how: str) -> BrokenPeerError:
-        """The CURVE handshake failed: the writer is there and refused this reader's
-        keys (ZeroMQ's socket monitor says how)."""
-        why = (f"the CURVE handshake with {self._outcomes.writer} failed: {how}; handle.curve is "
-               "not this queue's (altered, or another queue's): not a dead writer")
-        self._stop(ReaderState.BROKEN, why)
-        return BrokenPeerError(f"{self._who()}: {why}")
-
     def _release(self) -> None:
         self._sock.disable_monitor()
-        self._monitor.close(linger=0)
+        self._link.monitor.close(linger=0)
         self._sock.close(linger=0)
         self._ack_sock.close(linger=0)
-
-
-#: The socket monitor's handshake failures, and what each means.
-_HANDSHAKE_FAILED: dict[int, str] = {
-    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "authentication failed, the writer's authenticator "
-                                     "denied this reader's keys",
-    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "authentication failed, a CURVE protocol error",
-    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "authentication did not complete (the server key "
-                                          "is not the writer's, or the connection dropped)",
-}
-#: What the reader's monitor reports: the connection closing or refused, the handshake's end.
-_EVENTS = (
-    zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
-)
-
-
-def _event_id(event: list[zmq.Frame]) -> int:
-    """The event of a socket monitor's message (its first frame: a 16-bit id, then a
-    32-bit value)."""
-    return int.from_bytes(event[0].bytes[:2], "little")
-
-
-def _event_value(event: list[zmq.Frame]) -> int:
-    """The 32-bit value of a socket monitor's message (a ZAP status code for an
-    authentication failure)."""
-    return int.from_bytes(event[0].bytes[2:6], "little")
