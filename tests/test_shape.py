@@ -93,12 +93,12 @@ PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
     "queue/local_reader.py::LocalReader": (699, 32),
     "queue/remote_reader.py::RemoteReader": (595, 26),
     "queue/reader.py::QueueReader": (454, 20),
-    "queue/writer.py::QueueWriter": (707, 28),
-    "queue/writer_base.py::WriterBase": (468, 19),
+    "queue/writer.py::QueueWriter": (713, 28),
+    "queue/writer_base.py::WriterBase": (474, 19),
     # compat's role subclasses: a core end plus vLLM's attributes; they go with the ends
     "compat/attributes.py::VllmLocalReader": (783, 34),
     "compat/attributes.py::VllmRemoteReader": (650, 26),
-    "compat/attributes.py::VllmWriter": (793, 29),
+    "compat/attributes.py::VllmWriter": (799, 29),
     # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
     "cursors.py::ReaderCursor": (269, 21),
 }

@@ -281,7 +281,7 @@ Finish == /\ nseq' = nseq + 1
 \* Remote credit: sending message nseq keeps every remote reader within Window.
 CreditOK == \A r \in RemoteReaders : nseq - acked[r] <= Window + CreditSlack
 
-\* queue/writer.py: QueueWriter._handshake (from wait_until_ready)
+\* queue/writer_base.py: WriterBase._handshake (from wait_until_ready)
 WriterHandshake ==
     /\ wpc = "handshake"
     /\ WaitSubs => \A r \in Readers : subscribed[r]
@@ -407,9 +407,9 @@ WriterSendRemoteFrame ==
     /\ UNCHANGED <<pub, sendFails, wrun, rvars>>
     /\ UNCHANGED cuts
 
-\* queue/writer.py: _send_all, a send after the publish fails (the XPUB
-\* stayed at its mark, NODROP): nothing is queued for anyone, the rest of
-\* the call's sends are skipped, and the writer is broken for good
+\* queue/writer_control.py: WriterControl.send, a send after the publish fails
+\* (the XPUB stayed at its mark, NODROP): nothing is queued for anyone, the
+\* rest of the call's sends are skipped, and the writer is broken for good
 \* (BrokenPeerError now and on every later call, no SHUTDOWN). The
 \* sequence number is never reused.
 WriterSendFails ==
@@ -562,8 +562,8 @@ WriterWithdrawRun ==
     /\ UNCHANGED <<pub, wpart, aborts, nseq, nobj, owed, interrupts, sockQ, lost,
                    sendFails, rvars>>
 
-\* queue/transmitters.py: LocalTransmitter.claim (and the handler of
-\* publish): an interrupt between a ring claim and its publish store (the
+\* queue/transmitters.py: LocalTransmitter.publish_chunk and claim (and
+\* commit's handler): an interrupt between a ring claim and its publish store (the
 \* fill's return, commit's entry, the encoding): the claimed chunk is let go
 \* unpublished, in the handler or by the next call's claim (the ring's
 \* WriterAbort): nothing is sent and the sequence number is unused, so the
@@ -614,7 +614,7 @@ WriterTellBroken ==
     /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
     /\ UNCHANGED cuts
 
-\* queue/writer.py: shutdown (also from close()): SHUTDOWN(total) on the
+\* queue/writer_control.py: tell_shutdown (from close()): SHUTDOWN(total) on the
 \* local and the remote socket, after the last message; the writer may shut
 \* down after any number of messages.
 WriterShutdown ==
@@ -647,7 +647,7 @@ FrameOK(f, s) == ~SeqCheck \/ (f[1] = "msg" /\ f[2] = s)
 \* ... for a remote reader, the message or its ABORT frame.
 RemoteFrameOK(f, s) == ~SeqCheck \/ (f[1] \in {"msg", "abort"} /\ f[2] = s)
 
-\* queue/reader.py: _subscribe (connect + subscribe)
+\* queue/reader.py: subscribe (connect + subscribe)
 ReaderSubscribe(r) ==
     /\ rpc[r] = "init"
     /\ subscribed' = [subscribed EXCEPT ![r] = TRUE]

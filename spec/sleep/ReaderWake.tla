@@ -94,8 +94,8 @@ NextWakeAll(r) == IF r + 1 < NReaders THEN <<r + 1, "clear">> ELSE NoWakeAll
 (*************************************** the cutter ************************)
 
 \* cursor_base.py: ReaderSide.cut_sleep (CutterSetStop): the caller's store of
-\* what the reader is to see (reader.py: `shutting_down`; writer_watch.py: the
-\* reader's look-now), before the clear.
+\* what the reader is to see (reader_waits.py: `shutting_down`; writer_watch.py:
+\* the reader's look-now), before the clear.
 CutterSetStop(r) ==
     /\ Cuts /\ cpc[r] = "idle"
     /\ stop' = [stop EXCEPT ![r] = TRUE]

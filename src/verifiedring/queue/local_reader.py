@@ -69,9 +69,9 @@ class LocalReader(QueueReader):
         self.max_chunks = bh.max_chunks
         _check_ring(self, handle, bh)
         self._ring = ShmRingBuffer.attach(bh)
-        self._waits.lost = functools.partial(_ring_lost, self._ring)
         sock: zmq.Socket[Any] | None = None
         try:
+            self._waits.lost = functools.partial(_ring_lost, self._ring)
             self._cursor = cursor = self._ring.reader(self.local_reader_ranks.index(rank))
             arena = handle.tensor_arena_handle
             if arena is not None:  # before the subscription: then the writer may unlink it

@@ -41,7 +41,6 @@ from .sockets import LocalEndpoint, ack_pull, hwm_for_window, remote_xpub, send_
 
 _chunk_bytes = wire.chunk_bytes  # bound once: the hot path pays no lookups
 _encode_chunk = wire.encode_chunk
-_HEADER_BYTES = wire.HEADER_BYTES
 
 DEFAULT_REMOTE_WINDOW = 1024
 #: The largest window: 2 * (window + control messages) + 1 stays a C int.
@@ -140,7 +139,7 @@ class LocalTransmitter:
         """Message ``seq`` into one chunk: ``p`` whole (``inline``), or its overflow
         marker (the socket flavor's :class:`~.flavors.overflow.MarkerSender`). The
         ``stored`` bytes' pages are reserved before the claim."""
-        cursor = self.cursor  # claim() inline: the hot path pays one call less
+        cursor = self.cursor  # claim()'s steps inline: the hot path pays one call less
         # spec: WriterInterruptedBeforePublish -- a chunk a cut call left claimed is let go
         if cursor.holding:
             cursor.abort()  # a call cut between its fill and its publish: nothing is out

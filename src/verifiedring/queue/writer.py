@@ -11,7 +11,6 @@ the spec's ``wpc``) says which of those steps a call left unfinished.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -49,8 +48,6 @@ DEFAULT_LARGE_OBJECTS = "socket"
 #: The default for ``large_objects`` where the queue is built for the caller (vLLM,
 #: ``create_from_process_group``).
 LARGE_OBJECTS_ENV = "VERIFIEDRING_LARGE_OBJECTS"
-
-logger = logging.getLogger("verifiedring")
 
 _CHUNK = WriterState.CHUNK
 _RUN = WriterState.RUN
@@ -277,7 +274,7 @@ class QueueWriter(WriterBase):
                     self._send_frames(seq, wire.frame_parts(seq, self._dumps(data)), False, remote)
                 except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
                     self._control.break_interrupted(
-                    exc, f"sending message seq {seq}", "it was published")
+                        exc, f"sending message seq {seq}", "it was published")
                     raise
             life.seq = seq + 1  # plain: no call between the publish and it
         finally:

@@ -63,7 +63,8 @@ class WriterBase(MessageQueue):
         self, layout: RingLayout, remote: RemoteOptions, arena: ArenaOptions | None, ip: str
     ) -> None:
         """The transmitters, from the checked options (``remote`` is used only with
-        remote readers, its linger always); on failure none is left."""
+        remote readers, its linger always), and the parts over them; on failure none
+        is left."""
         self._key = new_key()
         self._linger_ms = remote.linger_ms
         self._serializer = Serializer()
@@ -82,16 +83,22 @@ class WriterBase(MessageQueue):
                 self._local = self._local_side(layout, None if n_remote else arena)
             if n_remote:
                 self._remote = RemoteTransmitter(self._ctx, ip, remote, self._who())
+            self._hold_parts(n_remote)
         except BaseException:
             self._close_transmitters()
             raise
+        self._closed = False
+
+    def _hold_parts(self, n_remote: int) -> None:
+        """The parts over the transmitters: the large-object flavor, the readers, the
+        control channel and the settling of cut calls."""
         self._dumps = self._serializer.dumps  # bound once: the hot path pays no lookups
+        local, far = self._local, self._remote
         #: How a message too large for one chunk reaches the local readers (None: no
         #: local reader): the run flavor, else the socket flavor's marker.
         self._large: LargeSender | None = None
-        if self._local is not None:
-            self._large = self._runs or MarkerSender(self._local.publish_chunk)
-        local, far = self._local, self._remote
+        if local is not None:
+            self._large = self._runs or MarkerSender(local.publish_chunk)
         peers = Peers(
             self._who(), Signer(self._key), self.local_reader_ranks, n_remote,
             (None if local is None else local.frames.endpoint.socket,
@@ -102,7 +109,6 @@ class WriterBase(MessageQueue):
             self._life, local, far, peers, self.local_reader_ranks, self._observer)
         #: The settling of what a cut call left (a run mid-way, a publish's bookkeeping).
         self._cuts = CutCalls(self._life, local, far, self._runs, self._control)
-        self._closed = False
 
     def _local_side(self, layout: RingLayout, arena: ArenaOptions | None) -> LocalTransmitter:
         local = LocalTransmitter(self._ctx, layout, self._observer, self._who())

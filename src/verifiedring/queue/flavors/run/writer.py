@@ -314,8 +314,8 @@ class RunSender:
     ) -> None:
         self.run = RunWriter(cursor, observer)
         self._who = who
-        #: The writer's abort for the enqueue in progress: set by the writer for that call
-        #: and cleared as it ends (no reference back to the writer between calls).
+        #: The abort for the enqueue in progress (the writer's ``CutCalls.abort_run``):
+        #: set by the writer for that call and cleared as it ends.
         self.abort: Abort = unbound_abort
         #: Pickle straight into the run (no remote reader needs the object whole).
         self.spill = spill
