@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from support.signals import Interrupt, sigusr1  # noqa: F401 (a fixture, used by name)
 
-from verifiedring import BrokenPeerError, DecodeError, MessageQueue
+from verifiedring import BrokenPeerError, DecodeError
+from verifiedring.queue import LocalReader, QueueWriter, RemoteReader
 from verifiedring.queue.lifecycle import ReaderState
 from verifiedring.testing import faults
 
@@ -43,11 +44,11 @@ class Interrupting:
 
 
 @pytest.fixture
-def queue() -> Iterator[tuple[MessageQueue, MessageQueue, MessageQueue]]:
+def queue() -> Iterator[tuple[QueueWriter, LocalReader, RemoteReader]]:
     """A writer with local reader 0 and remote reader 1 (1 KiB chunks)."""
-    w = MessageQueue(2, 1, [0], max_chunk_bytes=1024, max_chunks=4, connect_ip=LOOPBACK)
+    w = QueueWriter(2, 1, [0], max_chunk_bytes=1024, max_chunks=4, connect_ip=LOOPBACK)
     h = w.export_handle()
-    local, remote = (MessageQueue.create_from_handle(h, r) for r in (0, 1))
+    local, remote = LocalReader(h, 0), RemoteReader(h, 1)
     w.wait_until_ready(T)
     local.wait_until_ready(T)
     remote.wait_until_ready(T)
@@ -59,7 +60,7 @@ def queue() -> Iterator[tuple[MessageQueue, MessageQueue, MessageQueue]]:
 @pytest.mark.parametrize("size", [10, 5000], ids=["inline", "overflow"])
 @pytest.mark.usefixtures("sigusr1")
 def test_an_interrupted_unpickling_is_reported_at_the_next_dequeue(
-    queue: tuple[MessageQueue, MessageQueue, MessageQueue], size: int
+    queue: tuple[QueueWriter, LocalReader, RemoteReader], size: int
 ) -> None:
     w, local, remote = queue
     w.enqueue("a", timeout=T)
@@ -73,12 +74,12 @@ def test_an_interrupted_unpickling_is_reported_at_the_next_dequeue(
             r.dequeue(timeout=T)
         assert info.value.seq == 1
         assert "its unpickling was interrupted by Interrupt" in str(info.value)
-        assert f"reader rank {r.rank}" in str(info.value)  # type: ignore[attr-defined]
+        assert f"reader rank {r.rank}" in str(info.value)
         assert r.dequeue(timeout=T) == "c"
 
 
 def test_a_sequence_mismatch_breaks_the_reader_for_good(
-    queue: tuple[MessageQueue, MessageQueue, MessageQueue],
+    queue: tuple[QueueWriter, LocalReader, RemoteReader],
 ) -> None:
     """Before, the reader stayed ready: every later dequeue consumed the next message
     and raised a new mismatch."""
@@ -116,7 +117,7 @@ class _SignalledAcks:
 
 @pytest.mark.usefixtures("sigusr1")
 def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
-    queue: tuple[MessageQueue, MessageQueue, MessageQueue],
+    queue: tuple[QueueWriter, LocalReader, RemoteReader],
 ) -> None:
     """The remote reader consumes a frame, then acknowledges it (nothing more queued):
     a signal there. Before, the next dequeue returned the message after it: 'b' was
@@ -125,8 +126,8 @@ def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
     w.enqueue("a", timeout=T)
     assert remote.dequeue(timeout=T) == "a"
     w.enqueue("b", timeout=T)
-    acks = _SignalledAcks(remote._ack_sock)  # type: ignore[attr-defined]
-    remote._ack_sock = acks  # type: ignore[attr-defined]
+    acks = _SignalledAcks(remote._ack_sock)
+    remote._ack_sock = acks  # type: ignore[assignment]  # a stand-in that signals
     wait_queued(remote)
     with pytest.raises(Interrupt):
         remote.dequeue(timeout=T)
@@ -137,6 +138,6 @@ def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
     assert remote.dequeue(timeout=T) == "c"
 
 
-def wait_queued(r: MessageQueue) -> None:
+def wait_queued(r: RemoteReader) -> None:
     """Until the remote reader's socket holds a frame (so its dequeue takes it at once)."""
-    assert r._sock.poll(int(T * 1000)), "no frame arrived"  # type: ignore[attr-defined]
+    assert r._sock.poll(int(T * 1000)), "no frame arrived"

@@ -30,8 +30,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from verifiedring import BrokenPeerError, MessageQueue, MisuseError, RingTimeoutError
+from verifiedring.queue import QueueWriter
 from verifiedring.queue.handle import Handle
 from verifiedring.testing import wait_blocked
+from verifiedring.testing.faults import writer_ring
 from verifiedring.testing.launcher import Channel, Supervisor, Task, channel
 
 HOST = "vr-fault"
@@ -720,7 +722,7 @@ def shm_full_between_rings(bypass_check: bool) -> Obs:
     else:
         w2, r2 = pair(max_chunk_bytes=mcb, max_chunks=chunks)
         obs["free_with_second"] = shm_free()
-        obs["second_name"] = w2._local.ring.name  # type: ignore[attr-defined]
+        obs["second_name"] = writer_ring(w2).name
         obs["big"] = error_of(lambda: w2.enqueue(bytes(mcb - 100), timeout=T))
         obs["free_after_big"] = shm_free()
         obs["second_after"] = round_trip(w2, [r2], {"small": list(range(100))})
@@ -926,7 +928,7 @@ def outsiders() -> Obs:
     from support.outsiders import Outsiders
 
     window, n_msgs, secret = 8, 40, b"SECRET-PAYLOAD-"
-    w = MessageQueue(1, 0, connect_ip=LOOPBACK, remote_window=window)
+    w = QueueWriter(1, 0, connect_ip=LOOPBACK, remote_window=window)
     h = w.export_handle()
     assert h.remote_subscribe_addr and h.remote_ack_addr and h.curve
     sub_rec, ack_rec = Recorder(h.remote_subscribe_addr), Recorder(h.remote_ack_addr)

@@ -15,7 +15,9 @@ from typing import Any
 
 from faults.drivers import SHM_DIR, Obs, T, error_of, listing, pair, shm_free
 from verifiedring import MessageQueue, RingLayout, ShmRingBuffer
+from verifiedring.queue import QueueWriter
 from verifiedring.reservation import RESERVE_ENV, room_at_create
+from verifiedring.testing.faults import writer_ring
 
 #: vLLM 0.34's MessageQueue defaults: the executor's ring and each worker's response queue.
 VLLM_CHUNK, VLLM_CHUNKS = 24 << 20, 10
@@ -59,7 +61,7 @@ def vllm_layout(policy: str, tp: int, rounds: int) -> Obs:
     queues: list[MessageQueue] = []
 
     def make(n: int, **kw: Any) -> tuple[MessageQueue, list[MessageQueue]]:
-        w = MessageQueue(n, n, **kw)
+        w = QueueWriter(n, n, **kw)
         queues.append(w)
         handle = w.export_handle()
         rs = [MessageQueue.create_from_handle(handle, i) for i in range(n)]
@@ -67,7 +69,7 @@ def vllm_layout(policy: str, tp: int, rounds: int) -> Obs:
         w.wait_until_ready(T)
         for r in rs:
             r.wait_until_ready(T)
-        obs["created"].append(w.max_chunk_bytes * w.max_chunks)  # type: ignore[attr-defined]
+        obs["created"].append(w.max_chunk_bytes * w.max_chunks)
         return w, rs
 
     try:
@@ -142,7 +144,7 @@ def _racer(
                 report["fill_error"] = {"error": "wrong message", "message": str(i)}
                 break
             report["filled"] += 1
-        report["held"] = w._local.ring.held_bytes()  # type: ignore[attr-defined]
+        report["held"] = writer_ring(w).held_bytes()
         report["small_after"] = error_of(lambda: w.enqueue({"small": 1}, timeout=T))
         report["small_after"]["got"] = r.dequeue(T) == {"small": 1}
     reports.put(report)
@@ -182,7 +184,7 @@ def third_party_fills(policy: str) -> Obs:
     use_policy(policy)
     chunk = 1 << 20
     w, r = pair(max_chunk_bytes=chunk, max_chunks=4)
-    obs: Obs = {"held_at_create": w._local.ring.held_bytes()}  # type: ignore[attr-defined]
+    obs: Obs = {"held_at_create": writer_ring(w).held_bytes()}
     filler = os.open(os.path.join(SHM_DIR, "filler"), os.O_CREAT | os.O_RDWR, 0o600)
     try:
         os.posix_fallocate(filler, 0, shm_free())
