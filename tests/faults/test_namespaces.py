@@ -120,6 +120,7 @@ def test_a_later_namespace_is_never_taken_for_a_finished_ones_leftovers(
         first.start()
         result = first.finish()
     finally:
+        first.kill()  # each cleaned up, whatever failed (a no-op once finished)
         later.kill()
     assert later_ids, "the later namespace never started"
     assert result.returncode == 0 and result.lingering == ()

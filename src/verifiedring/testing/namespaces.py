@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .namespace_init import read_text
-from .ns_host import await_teardown, hold_namespaces, mounted_under, proc_children, read_line
+from .ns_host import await_teardown, hold_namespaces, mounted_under, proc_children, read_ns_ids
 from .sandbox import MIB, NamespaceResult, Sandbox
 
 __all__ = [
@@ -159,7 +159,7 @@ class Namespace:
         run's. An init that never reports (it failed to start) leaves nothing held,
         and :meth:`finish` reports it."""
         try:
-            ids = read_line(ids_r, time.monotonic() + HOLD_TIMEOUT)
+            ids = read_ns_ids(ids_r, time.monotonic() + HOLD_TIMEOUT)
             if ids is None or self._proc is None:
                 return
             init = self._init_child(self._proc.pid, ids)

@@ -21,7 +21,7 @@ def proc_children(pid: int) -> list[int]:
     return out
 
 
-def read_line(fd: int, deadline: float) -> dict[str, str] | None:
+def read_ns_ids(fd: int, deadline: float) -> dict[str, str] | None:
     """The JSON object a starting init writes as one line on ``fd``; None if none came
     by ``deadline`` (monotonic) or the writer closed first."""
     data = b""
