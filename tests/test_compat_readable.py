@@ -41,7 +41,7 @@ def ends() -> Iterator[tuple[Any, Any, Any]]:
 def _readable_soon(q: Any) -> bool:
     """``readable()`` on a remote reader, once the frame sent has had time to arrive
     (a blocking poll of its socket first, which consumes nothing either)."""
-    q._sock.poll(timeout=int(T * 1000))
+    q._path.socket.poll(timeout=int(T * 1000))
     return bool(q.readable())
 
 

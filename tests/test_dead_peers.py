@@ -219,7 +219,7 @@ def _watched_pair() -> tuple[MessageQueue, LocalReader, WriterWatch]:
     assert isinstance(r, LocalReader)
     w.wait_until_ready(T)
     r.wait_until_ready(T)
-    watch = r._writer_watch
+    watch = r._path._writer_watch
     assert watch is not None
     return w, r, watch
 

@@ -126,8 +126,8 @@ def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
     w.enqueue("a", timeout=T)
     assert remote.dequeue(timeout=T) == "a"
     w.enqueue("b", timeout=T)
-    acks = _SignalledAcks(remote._ack_sock)
-    remote._ack_sock = acks  # type: ignore[assignment]  # a stand-in that signals
+    acks = _SignalledAcks(remote._path._ack_sock)
+    remote._path._ack_sock = acks  # type: ignore[assignment]  # a stand-in that signals
     wait_queued(remote)
     with pytest.raises(Interrupt):
         remote.dequeue(timeout=T)
@@ -140,4 +140,4 @@ def test_an_interrupt_at_the_remote_acknowledgement_is_reported(
 
 def wait_queued(r: RemoteReader) -> None:
     """Until the remote reader's socket holds a frame (so its dequeue takes it at once)."""
-    assert r._sock.poll(int(T * 1000)), "no frame arrived"
+    assert r._path.socket.poll(int(T * 1000)), "no frame arrived"

@@ -18,7 +18,7 @@ CASES = [
     ("second", "cursors.py entry WriterCursor.wake_sleepers"),
     # the next dequeue's skip of the cut run done, its report cut (at the entry of
     # Lifecycle.enter): the message was neither delivered nor reported
-    ("second", "queue/local_reader.py entry RunReceiver.take"),
+    ("second", "queue/local_path.py entry RunReceiver.take"),
 ]
 
 

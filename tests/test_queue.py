@@ -303,9 +303,10 @@ def _reader_blocked_for_30_s(g: Group, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(control, "SLICE", 30.0)
     r = g.local[0]
     r._cursor.max_block = r._cursor.max_idle_block = 30.0
-    assert r._writer_watch is not None
-    r._writer_watch.close()
-    r._writer_watch = None
+    path = r._path
+    assert path._writer_watch is not None
+    path._writer_watch.close()
+    path._writer_watch = None
     return r
 
 

@@ -102,7 +102,8 @@ class RemoteStepMachine(StepActors, RuleBasedStateMachine):
             q.wait_until_ready(HANDOFF_TIMEOUT)
         credit = self.writer._remote.credit  # type: ignore[attr-defined]
         credit._sock = PollsSeen(credit._sock, self.sched, WRITER_ACTOR)  # its acks
-        self.reader._sock = PollsSeen(self.reader._sock, self.sched, READER)  # type: ignore[attr-defined]
+        path = self.reader._path  # type: ignore[attr-defined]
+        path._sock = PollsSeen(path._sock, self.sched, READER)
         self.threads = [
             self.sched.start_actor(actor, lambda actor=actor: self._call(actor))  # type: ignore[misc]
             for actor in (WRITER_ACTOR, READER)
@@ -119,7 +120,7 @@ class RemoteStepMachine(StepActors, RuleBasedStateMachine):
 
     def acked(self) -> int:
         """The count the reader acknowledged last."""
-        return int(self.reader._acks_sent)  # type: ignore[attr-defined]
+        return int(self.reader._path._acks_sent)  # type: ignore[attr-defined]
 
     def writer_blocked(self) -> bool:
         """The writer waits for an acknowledgement: in close(), of every message; in

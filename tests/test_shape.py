@@ -90,15 +90,14 @@ PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
     # what is left is each role's base classes, MessageQueue and QueueReader or WriterBase
     # (held now too: the writer's control channel and the settling of its cut calls,
     # a reader's waits, a remote reader's link)
-    "queue/local_reader.py::LocalReader": (699, 32),
-    "queue/remote_reader.py::RemoteReader": (595, 26),
-    "queue/reader.py::QueueReader": (454, 20),
-    "queue/writer.py::QueueWriter": (713, 28),
-    "queue/writer_base.py::WriterBase": (474, 19),
+    "queue/local_reader.py::LocalReader": (467, 23),
+    "queue/remote_reader.py::RemoteReader": (432, 19),
+    "queue/writer.py::QueueWriter": (693, 26),
+    "queue/writer_base.py::WriterBase": (454, 17),
     # compat's role subclasses: a core end plus vLLM's attributes; they go with the ends
-    "compat/attributes.py::VllmLocalReader": (783, 34),
-    "compat/attributes.py::VllmRemoteReader": (650, 26),
-    "compat/attributes.py::VllmWriter": (799, 29),
+    "compat/attributes.py::VllmLocalReader": (551, 25),
+    "compat/attributes.py::VllmRemoteReader": (487, 19),
+    "compat/attributes.py::VllmWriter": (779, 27),
     # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
     "cursors.py::ReaderCursor": (269, 21),
 }

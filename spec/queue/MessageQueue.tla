@@ -657,7 +657,7 @@ ReaderSubscribe(r) ==
                    sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/reader.py: QueueReader._handshake (from wait_until_ready)
+\* queue/reader_path.py: ReaderPath.await_ready (from wait_until_ready)
 ReaderAwaitReady(r) ==
     /\ rpc[r] = "ready"
     /\ sockQ[r] # <<>>
@@ -677,7 +677,7 @@ FailChoices(r, c) ==
        /\ decodeFails < MaxDecodeFails
     THEN BOOLEAN ELSE {FALSE}
 
-\* queue/local_reader.py: dequeue -> ring acquire_read of the next chunk; its
+\* queue/local_path.py: dequeue -> ring acquire_read of the next chunk; its
 \* sequence number must be the expected one (a run's MORE, LAST or ABORT
 \* where a message starts is BrokenPeerError too). Inline: consumed, decoded
 \* and released. Overflow marker: the reader now needs that frame ("hold"
@@ -805,7 +805,7 @@ ReaderReleaseRunChunk(r) ==
                    pending, shutTotal, brokeTotal, lost, timeouts, sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/local_reader.py: LocalReader._dequeue, the owed record: an
+\* queue/local_path.py: LocalPath.take, the owed record: an
 \* interrupt lands in a local reader's dequeue (spec/interrupts.md):
 \*  * after the take of an inline chunk consumed its message (the sequence
 \*    number moved before the decode): in the unpickling, its DecodeError is
@@ -945,7 +945,7 @@ ReaderTimeout(r) ==
                    sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/local_reader.py: dequeue after a timeout ("remember"):
+\* queue/local_path.py: dequeue after a timeout ("remember"):
 \* the retry goes straight back to the pending frame.
 ReaderResume(r) ==
     /\ rpc[r] = "idle"
@@ -956,7 +956,7 @@ ReaderResume(r) ==
                    lost, timeouts, sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/local_reader.py: _ring_or_shutdown, a frame (not SHUTDOWN) drained
+\* queue/local_path.py: _ring_or_shutdown, a frame (not SHUTDOWN) drained
 \* from the socket while the reader waits on the ring is stashed. The code
 \* drains only after a failed ring poll, which may be arbitrarily old: the
 \* model lets a reader between messages drain at any time (a superset); a
@@ -978,7 +978,7 @@ ReaderStash(r) ==
                    timeouts, sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/local_reader.py: _ring_or_shutdown, SHUTDOWN drained from the socket
+\* queue/local_path.py: _ring_or_shutdown, SHUTDOWN drained from the socket
 \* while the reader waits on the ring: its total is noted.
 ReaderSeeShutdown(r) ==
     /\ Draining(r)
@@ -990,7 +990,7 @@ ReaderSeeShutdown(r) ==
                    lost, timeouts, sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/reader.py: _saw_shutdown raises ClosedError (for good) once the
+\* queue/reader_path.py: _saw_shutdown raises ClosedError (for good) once the
 \* reader has received all `total` messages; a local reader only from its
 \* ring wait, so every published chunk is taken first.
 ReaderClose(r) ==
@@ -1005,7 +1005,7 @@ ReaderClose(r) ==
                    lost, timeouts, sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/remote_reader.py: dequeue: receive the next frame, check its sequence
+\* queue/remote_path.py: take: receive the next frame, check its sequence
 \* number, consume, acknowledge (returns one credit), decode. An ABORT frame
 \* for the expected sequence number: consumed and acknowledged, the caller
 \* gets MessageAbortedError (a DecodeError) for it.
@@ -1032,7 +1032,7 @@ RemoteRecvFrame(r) ==
                    subscribed, pending, shutTotal, brokeTotal, lost, timeouts, sendFails>>
     /\ UNCHANGED cuts
 
-\* queue/remote_reader.py: dequeue receives SHUTDOWN: its total is noted; a
+\* queue/remote_path.py: take receives SHUTDOWN: its total is noted; a
 \* total above what was received means messages were lost (BrokenPeerError).
 \* The code also acknowledges its received count here (for the writer's
 \* close(), which waits for it before its process may exit: not modeled);
@@ -1086,7 +1086,7 @@ ReaderTold(r) ==
                    delivered, lost, timeouts, sendFails, decodeFails>>
     /\ UNCHANGED cuts
 
-\* queue/remote_reader.py: _end_of_stream: BROKEN in the remote frame stream
+\* queue/remote_path.py: _end_of_stream: BROKEN in the remote frame stream
 \* (after every frame sent before it): BrokenPeerError, for good.
 RemoteSeeBroken(r) ==
     /\ r \in RemoteReaders

@@ -19,7 +19,7 @@
 (*   socket only every SLICE (it may or may not see the frame); its        *)
 (*   re-check before a block loads the ended word (ReaderSeeEnded), and    *)
 (*   once it is 1 clears its own sleep word, so the block after returns at *)
-(*   once, and looks at its socket (local_reader.py, _recheck_ring: it     *)
+(*   once, and looks at its socket (local_path.py, _recheck_ring: it       *)
 (*   waits there up to FRAME_WAIT_MS);                                     *)
 (* * an interrupt of the writer in its wake-up: CPython delivers a pending *)
 (*   signal at the entry of wake_sleepers and at the return of each call   *)
@@ -213,7 +213,7 @@ ReaderSeeEnded(r) ==
     /\ UNCHANGED <<pub, wbuf, rbuf, wpc, sent, seen, rpc, got, stop, cpc, framed, wa, irq,
                    ended, arrived, endedWord>>
 
-\* local_reader.py / flavors/overflow.py (ReaderSeeStop): nothing on the ring,
+\* local_path.py / flavors/overflow.py (ReaderSeeStop): nothing on the ring,
 \* and the poll sees stop (CancelledError, or the dead writer named) or the
 \* frame (ClosedError): the wait ends (ReaderLeave); from the re-check, through its
 \* sleep's end (ReaderEndSleep).
@@ -225,7 +225,7 @@ ReaderSeeStop(r) ==
     /\ UNCHANGED <<pub, asleep, wbuf, rbuf, wpc, sent, seen, got, stop, cpc, framed, wa,
                    irq, frameVars>>
 
-\* local_reader.py (ReaderLeave): the ended wait raises, out of the wait loop.
+\* local_path.py (ReaderLeave): the ended wait raises, out of the wait loop.
 ReaderLeave(r) ==
     /\ ended[r] /\ rpc[r] = "poll"
     /\ rpc' = [rpc EXCEPT ![r] = "done"]

@@ -420,7 +420,7 @@ def overflow_death() -> Obs:
                 obs["marker_published"] = False
             th.join(BOUND + 1)
             obs["dequeue"] = result[0] if result else {"hung": True}
-            obs["pending"] = r._frames.pending  # type: ignore[attr-defined]
+            obs["pending"] = r._path._frames.pending  # type: ignore[attr-defined]
             obs["again"] = error_of(lambda: r.dequeue(0))
         (ended,) = run.wait(T)
         obs["exitcode"] = ended.exitcode

@@ -13,14 +13,14 @@ from typing import Any
 from support.cursor_stand_in import CursorStandIn
 from verifiedring import MessageQueue
 from verifiedring.queue import wire
-from verifiedring.queue.local_reader import LocalReader
+from verifiedring.queue.local_path import LocalPath
 from verifiedring.ring import ReaderCursor
 from verifiedring.testing.faults import local_frames, look_at_socket_next, reader_socket
 from verifiedring.testing.scheduler import Scheduler
 
 RING_WAIT = "ring wait"  # the reader's pending step while a RingGate holds it
 LOOK = "look"  # what a RING_WAIT grant carries to make the reader drain its socket now
-_RING_WAIT_CODE = LocalReader._ring_or_shutdown.__code__
+_RING_WAIT_CODE = LocalPath._ring_or_shutdown.__code__
 
 
 class RingGate(CursorStandIn):

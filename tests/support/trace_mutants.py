@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verifiedring.cursors import ReaderCursor, WriterCursor
-from verifiedring.queue import local_reader
+from verifiedring.queue import local_path
 from verifiedring.queue.writer import QueueWriter
 from verifiedring.testing import faults
 
@@ -154,7 +154,7 @@ def ring_hooks(mutant: str) -> dict[str, Callable[[Any], None]]:
 def stale_inline_loads() -> None:
     """Reader (a ``reader_setup``): from the 3rd inline message on, hand back the
     previous inline object (the bytes of another chunk) instead of this one."""
-    original = local_reader._load_inline
+    original = local_path._load_inline
     previous: list[Any] = []
 
     def load(chunk: Any, header: Any) -> Any:
@@ -163,7 +163,7 @@ def stale_inline_loads() -> None:
         previous.append(obj)
         return handed
 
-    local_reader._load_inline = load
+    local_path._load_inline = load
 
 
 class ReusesSeq(QueueWriter):

@@ -227,14 +227,14 @@ class VllmLocalReader(LocalReader, VllmQueue):
     buffer = property(lambda self: VllmRingBuffer.over(self._ring))
     current_idx = property(lambda self: self._cursor.index)
     local_reader_rank = property(lambda self: self.local_reader_ranks.index(self.rank))
-    local_socket = property(lambda self: self._control.sock)
+    local_socket = property(lambda self: self._path.socket)
 
     @property
     def _spin_condition(self) -> spin.SpinCondition:
         """The reader's SpinCondition, made and plugged into its waits on the first read."""
         if self._spin is None:
             self._spin = spin.SpinCondition.plug_into(self._cursor)
-            self.on_read = self._spin.record_read
+            self._path.on_read = self._spin.record_read
         return self._spin
 
     @property
@@ -256,4 +256,4 @@ class VllmLocalReader(LocalReader, VllmQueue):
 class VllmRemoteReader(RemoteReader, VllmQueue):
     """vLLM's remote reader."""
 
-    remote_socket = property(lambda self: self._sock)
+    remote_socket = property(lambda self: self._path.socket)

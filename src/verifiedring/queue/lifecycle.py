@@ -264,7 +264,7 @@ class ReaderLifecycle(Lifecycle[ReaderState]):
 
     def __init__(self) -> None:
         super().__init__(ReaderState.INIT, READER_TRANSITIONS)
-        self.why = "the queue end was never opened"
+        self.why = "call wait_until_ready() before dequeue()"
         #: The record a decode site fills (``owed`` = it, state OWED) with plain stores.
         self.delivery = Owed(None)
         # Invariant: what the next dequeue returns or raises (an Owed, or a DecodeError)

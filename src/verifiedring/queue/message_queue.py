@@ -57,7 +57,7 @@ from ..errors import BusyError, MisuseError
 from ..steps import QUEUE_OBSERVER_METHODS, QueueObserver, require_observer
 from ..waiting import Deadline
 from .handle import Handle, check_attach
-from .lifecycle import WriterState, refusal
+from .lifecycle import Lifecycle, WriterState, refusal
 
 if TYPE_CHECKING:
     from .local_reader import LocalReader
@@ -111,12 +111,10 @@ class MessageQueue:
     is_local_reader: ClassVar[bool] = False
     is_remote_reader: ClassVar[bool] = False
 
-    # Class-level defaults so close() and __del__ work on a half-built end.
+    # A class-level default so close() and __del__ work on a half-built end.
     _closed = True
-    # Invariant: the spec's wpc (writer) or rpc (reader); _why says why a refusing
-    # state was entered.
-    _state: enum.Enum = WriterState.CLOSED
-    _why = "the queue end was never opened"
+    #: The end's state (the spec's ``wpc`` or ``rpc``), reason and sequence number.
+    _life: Lifecycle[Any]
     #: The state an end is built in, refusing until :meth:`wait_until_ready` returns.
     _opening: ClassVar[enum.Enum] = WriterState.HANDSHAKE
     # Invariant: a thread is inside this end's enqueue or dequeue.
@@ -151,16 +149,14 @@ class MessageQueue:
         ) -> None: ...
 
     def _open(self) -> None:
-        """Common state of an end being built: the process-wide zmq context, refusing
-        (state ``_opening``) until :meth:`wait_until_ready` returns. The constructor
-        sets ``_closed = False`` once every resource is held."""
+        """Common state of an end being built (its lifecycle made, refusing in state
+        ``_opening`` until :meth:`wait_until_ready` returns): the process-wide zmq
+        context. The constructor sets ``_closed = False`` once every resource is held."""
         # pyzmq makes a new instance after fork. A queue never terminates it:
         # zmq_ctx_term can block forever (seen under load with every socket closed
         # at linger 0); closing a socket with a linger bounds its queued frames.
         self.log_interval = _checked_settings(self._observer)
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
-        call = "enqueue()" if self.is_writer else "dequeue()"
-        self._stop(self._opening, f"call wait_until_ready() before {call}")
         #: Set by :meth:`shutdown` (vLLM's attribute): a reader's blocked call wakes and
         #: raises; the writer's calls go on.
         self.shutting_down = False
@@ -218,16 +214,12 @@ class MessageQueue:
     def state(self) -> enum.Enum:
         """This end's state: a :class:`~.lifecycle.WriterState` (the spec's ``wpc``)
         or :class:`~.lifecycle.ReaderState` (``rpc``)."""
-        return self._state
-
-    def _stop(self, state: enum.Enum, why: str) -> None:
-        """Enter ``state``, a refusing one, for the reason ``why``."""
-        self._state = state
-        self._why = why
+        state: enum.Enum = self._life.state
+        return state
 
     def _refuse(self) -> NoReturn:
         """Raise why this end cannot operate now (its state and reason)."""
-        raise refusal(self._state, self._who(), self._why)
+        raise refusal(self._life.state, self._who(), self._life.why)
 
     def _conflict(self, call: str) -> BusyError:
         return BusyError(
@@ -236,12 +228,14 @@ class MessageQueue:
         )
 
     def __repr__(self) -> str:
+        life = vars(self).get("_life")
         try:
-            seq = getattr(getattr(self, "_life", self), "seq", getattr(self, "_seq", 0))
-            who, state = self._who(), self.state.value
+            who = self._who()
         except AttributeError:  # half-built (a debugger's view of __init__): no fields yet
+            life = None
+        if life is None:
             return f"<{type(self).__name__} unopened>"
-        return f"<{type(self).__name__} {who} seq {seq} {state}>"
+        return f"<{type(self).__name__} {who} seq {life.seq} {life.state.value}>"
 
     def _wrong_role(self, call: str) -> MisuseError:
         role = "the writer" if self.is_writer else "a reader"
@@ -329,7 +323,7 @@ class MessageQueue:
             self._before_close()
         finally:
             self._closed = True
-            self._stop(self._closed_state, "the queue is closed")
+            self._life.enter(self._closed_state, "the queue is closed")
             self._release()
 
     _closed_state: ClassVar[enum.Enum] = WriterState.CLOSED

@@ -7,27 +7,25 @@ import functools
 import math
 import os
 import time
-from typing import Any, ClassVar, NoReturn, cast
+from typing import Any, ClassVar, NoReturn
 
 import zmq
 
 from .. import engine
 from ..arena import ArenaReader
-from ..errors import BrokenPeerError, CancelledError, ClosedError, DecodeError, RingTimeoutError
+from ..errors import CancelledError, ClosedError, DecodeError, RingTimeoutError
 from ..steps import (
-    READER_AWAIT_READY,
-    READER_CLOSE,
     READER_SUBSCRIBE,
     QueueObserver,
     reader_actor,
 )
 from ..waiting import FOREVER, Deadline, StallLog, wait_readable
-from . import wire
 from .curve import CurveKeys
 from .handle import Handle, check_attach
-from .lifecycle import ReaderLifecycle, ReaderState, refusal
+from .lifecycle import ReaderLifecycle, ReaderState
 from .message_queue import MessageQueue
 from .outcomes import ReaderOutcomes
+from .reader_path import ReaderPath
 from .reader_waits import Cancel, ReaderWaits
 from .sockets import Signer, hello_topic, hwm_for_window, subscriber
 
@@ -60,6 +58,9 @@ class QueueReader(MessageQueue):
     #: Whether :meth:`shutdown` cancels this role's waits (a local reader's; as in
     #: vLLM, a remote reader's shutdown only sets ``shutting_down``).
     _shutdown_cancels: ClassVar[bool] = True
+    _life: ReaderLifecycle
+    #: The role's per-message path (its socket, and for a local reader the ring).
+    _path: ReaderPath
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None) -> None:
         check_attach(handle, rank, self.is_local_reader)  # a role's own constructor too
@@ -90,21 +91,6 @@ class QueueReader(MessageQueue):
 
     def _who(self) -> str:
         return reader_name(self.channel, self.rank)
-
-    @property
-    def state(self) -> enum.Enum:
-        return self._life.state
-
-    def _stop(self, state: enum.Enum, why: str) -> None:
-        self._life.enter(cast(ReaderState, state), why)
-
-    def _pay_owed(self) -> Any:
-        """What an interrupt cut, paid now (:meth:`ReaderOutcomes.pay_owed`; a local
-        reader first releases a chunk it still holds)."""
-        return self._outcomes.pay_owed()
-
-    def _refuse(self) -> NoReturn:
-        raise refusal(self._life.state, self._who(), self._life.why)
 
     @property
     def shutting_down(self) -> bool:
@@ -161,11 +147,11 @@ class QueueReader(MessageQueue):
             if arena is not None:
                 arena.begin(life.seq)  # the message its stubs may name
             if state is ReaderState.OWED:
-                return self._pay_owed()
+                return self._path.pay_owed()
             if state is _IDLE:
-                got = self._dequeue(deadline, poll)
+                got = self._path.take(deadline, poll)
             else:
-                got = self._unfinished(deadline, poll)
+                got = self._path.unfinished(deadline, poll)
             # delivered: the record its decode made is spent (plain stores, then return);
             # it holds no reference to the object (a tensor's arena slot frees with it)
             life.seen is None or life.saw(_IDLE)  # checked if watched
@@ -189,14 +175,6 @@ class QueueReader(MessageQueue):
         """Whether this reader is closed by the writer's SHUTDOWN (not by close())."""
         return self._life.shutdown_total is not None and not self._closed
 
-    def _dequeue(self, deadline: Deadline, poll: bool) -> Any:
-        """This role's dequeue from IDLE (``poll``: the caller's timeout is 0)."""
-        raise NotImplementedError
-
-    def _unfinished(self, deadline: Deadline, poll: bool) -> Any:
-        """A dequeue from one of this role's ``_resumable`` states."""
-        raise NotImplementedError
-
     def shutdown(self) -> None:
         """Set ``shutting_down`` (vLLM's): from now on a local reader's dequeue that would
         wait raises :class:`CancelledError` instead, one blocked in another thread at
@@ -215,44 +193,10 @@ class QueueReader(MessageQueue):
 
     def _look(self) -> bool:
         """Whether this role's next message is at the head (nothing consumed)."""
-        raise NotImplementedError
-
-    def _socket(self) -> zmq.Socket[Any]:
-        """The socket READY and SHUTDOWN arrive on."""
-        raise NotImplementedError
+        return self._path.look()
 
     def _handshake(self, deadline: Deadline) -> None:
-        """Wait for the writer's READY."""
-        # spec: ReaderAwaitReady -- READY must be consumed before any dequeue
-        header = self._outcomes.header(self._waits.recv(self._socket(), deadline, "READY")[0])
-        obs = self._observer
-        if obs is not None:
-            obs.begin(self._actor)
-            obs.end(self._actor, READER_AWAIT_READY, header[1])
-        if header[0] == wire.LATE:
-            why = (f"it subscribed after {self._outcomes.writer} had sent READY to the readers "
-                   "that joined in time: a reader cannot join a running queue, nor re-attach as "
-                   "a rank that left it (the writer may have broken since)")
-            self._outcomes.broken(why)
-            raise BrokenPeerError(f"{self._who()}: {why}")
-        if header[0] != wire.READY:
-            raise BrokenPeerError(
-                f"{self._who()}: expected READY as the first message, got "
-                f"{wire.kind_name(header[0])} seq {header[1]}"
-            )
-        self._life.enter(_IDLE)
-
-    def _saw_shutdown(self, total: int) -> None:
-        """The writer sent ``total`` messages in all: refuse once all are received."""
-        self._life.shutdown_total = total
-        if self._life.seq >= total:
-            # spec: ReaderClose -- every message received: from now on ClosedError
-            self._stop(ReaderState.CLOSED, f"the writer shut the queue down after {total} messages")
-            obs = self._observer
-            if obs is not None:
-                obs.begin(self._actor)
-                obs.end(self._actor, READER_CLOSE, total)
-            self._refuse()
+        self._path.await_ready(deadline)
 
 
 def _wait_unfed(reader: QueueReader, indefinite: bool, deadline: Deadline) -> NoReturn:

@@ -16,7 +16,6 @@ What the writer does per message is :class:`~.writer.QueueWriter`'s.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import socket
@@ -58,6 +57,7 @@ class WriterBase(MessageQueue):
     local_reader_ranks: tuple[int, ...]
     remote_window: int
     large_objects: str
+    _life: WriterLifecycle
 
     def _build(
         self, layout: RingLayout, remote: RemoteOptions, arena: ArenaOptions | None, ip: str
@@ -213,21 +213,6 @@ class WriterBase(MessageQueue):
             self._local.close(self._linger_ms)
 
     # --- the end ------------------------------------------------------------------------
-
-    @property
-    def state(self) -> WriterState:
-        """The writer's state (the spec's ``wpc``)."""
-        return self._life.state
-
-    def _stop(self, state: enum.Enum, why: str) -> None:
-        assert isinstance(state, WriterState)
-        self._life.enter(state, why)
-
-    def __repr__(self) -> str:
-        life = vars(self).get("_life")
-        if life is None:
-            return f"<{type(self).__name__} unopened>"
-        return f"<{type(self).__name__} {self._who()} seq {life.seq} {life.state.value}>"
 
     def shutdown(self) -> None:
         """vLLM's: set :attr:`shutting_down`, at any time (idempotent). Nothing is sent

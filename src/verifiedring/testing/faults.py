@@ -154,7 +154,7 @@ def reader_socket(reader: MessageQueue) -> zmq.Socket[Any]:
     """The socket a reader receives frames on."""
     if not isinstance(reader, QueueReader):
         raise MisuseError(f"{reader!r} is not a reader")
-    return reader._socket()
+    return reader._path.socket
 
 
 def reader_transitions(reader: MessageQueue) -> set[Any]:
@@ -219,19 +219,19 @@ def reader_cursor(reader: MessageQueue) -> ReaderCursor:
 def replace_reader_cursor(reader: MessageQueue, cursor: Any) -> Iterator[None]:
     """While inside, a local reader's dequeue waits on and takes from ``cursor`` (a
     wrapper of :func:`reader_cursor`'s, say)."""
-    r = _local_reader(reader)
-    real = r._cursor
-    r._cursor = cursor
+    path = _local_reader(reader)._path
+    real = path._cursor
+    path._cursor = cursor
     try:
         yield
     finally:
-        r._cursor = real
+        path._cursor = real
 
 
 def look_at_socket_next(reader: MessageQueue) -> None:
     """A local reader waiting on the ring drains its socket at its next failed poll,
     however recent its last look (as its writer watch makes it when the writer is lost)."""
-    _local_reader(reader)._control.look_now()
+    _local_reader(reader)._path._control.look_now()
 
 
 def next_seq(writer: MessageQueue) -> int:
