@@ -26,7 +26,7 @@ _QUEUE_BASE = ("ages", "credit", "curve", "handle", "lifecycle", "message_queue"
                "peers", "serialization", "sockets", "wire")
 _ROLES = ("held_chunk", "local_path", "local_reader", "reader", "reader_path", "reader_waits",
           "readiness", "remote_link", "remote_path", "remote_reader", "transmitters", "writer",
-          "writer_base", "writer_control", "writer_cuts", "writer_watch")
+          "writer_control", "writer_parts", "writer_path", "writer_cuts", "writer_watch")
 #: module (dotted, under verifiedring; "" is the package) -> its layer
 LAYERS: dict[str, str] = {
     **{m: "ground" for m in _GROUND},

@@ -343,7 +343,7 @@ def test_a_reader_sees_the_writers_last_frame_however_late_it_lands_after_the_wa
     held = hold_local_frames(g.writer)
     t, outcome = _dequeue_until_closed(r)
     wait_blocked(t, T)
-    g.writer._tell_readers()  # SHUTDOWN (held back), the ended word, wake_all
+    g.writer._path.cuts.tell_readers(0.0)  # SHUTDOWN (held back), the ended word, wake_all
     assert [wire.read_header(parts[0])[0] for parts in held.held] == [wire.SHUTDOWN]
     wait_blocked(t, T)  # waiting again after the wake, with the frame still held
     held.release()

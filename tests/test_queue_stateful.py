@@ -196,7 +196,7 @@ class QueueMachine(RuleBasedStateMachine):
     def WriterShutdown(self) -> None:
         # the spec's step is close()'s first part (SHUTDOWN sent); its release would end
         # the machine, which goes on reading (and holding frames) after it
-        self.writer._tell_readers()  # type: ignore[attr-defined]
+        self.writer._path.cuts.tell_readers(0.0)  # type: ignore[attr-defined]
         self.shut = True
         self.shutdown_held = self.holding  # SHUTDOWN is held back with the frames
 
@@ -213,7 +213,7 @@ class QueueMachine(RuleBasedStateMachine):
         deadline = time.monotonic() + PATIENT
         while True:
             try:
-                self.writer._watch()  # type: ignore[attr-defined]
+                self.writer._control.watch()  # type: ignore[attr-defined]
             except BrokenPeerError as exc:
                 assert f"{which} socket closed" in str(exc), str(exc)
                 break

@@ -85,19 +85,15 @@ MAX_HIERARCHY_ATTRIBUTES = 20
 
 #: ``path::Class`` -> (hierarchy lines, instance attributes) when listed
 PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
-    # issue 29 (5.1, 5.2): the queue ends, being composed (held now: a reader's outcomes,
-    # a local reader's control channel, frame receiver, run receiver and taken chunk);
-    # what is left is each role's base classes, MessageQueue and QueueReader or WriterBase
-    # (held now too: the writer's control channel and the settling of its cut calls,
-    # a reader's waits, a remote reader's link)
-    "queue/local_reader.py::LocalReader": (467, 23),
-    "queue/remote_reader.py::RemoteReader": (432, 19),
-    "queue/writer.py::QueueWriter": (693, 26),
-    "queue/writer_base.py::WriterBase": (454, 17),
+    # issue 29 (5.1, 5.2): the queue ends, composed (each holds its per-message path, its
+    # lifecycle, its parts); what is left over is MessageQueue's surface (vLLM's calls
+    # on every role) under each end
+    "queue/local_reader.py::LocalReader": (404, 22),
+    "queue/writer.py::QueueWriter": (398, 21),
     # compat's role subclasses: a core end plus vLLM's attributes; they go with the ends
-    "compat/attributes.py::VllmLocalReader": (551, 25),
-    "compat/attributes.py::VllmRemoteReader": (487, 19),
-    "compat/attributes.py::VllmWriter": (779, 27),
+    "compat/attributes.py::VllmLocalReader": (488, 24),
+    "compat/attributes.py::VllmRemoteReader": (427, 18),
+    "compat/attributes.py::VllmWriter": (484, 22),
     # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
     "cursors.py::ReaderCursor": (269, 21),
 }

@@ -65,6 +65,7 @@ from verifiedring.queue.outcomes import ReaderOutcomes
 from verifiedring.queue.serialization import Serializer
 from verifiedring.queue.transmitters import LocalTransmitter
 from verifiedring.queue.writer_control import WriterControl
+from verifiedring.queue.writer_cuts import CutCalls
 
 T = 10.0
 
@@ -290,7 +291,7 @@ def test_a_close_cut_before_its_shutdown_still_tells_the_readers_the_end(
 ) -> None:
     w, r = queue
     w.enqueue("m0", timeout=T)
-    _cut_at_entry(w.close, QueueWriter._tell_readers.__code__)
+    _cut_at_entry(w.close, CutCalls.tell_readers.__code__)
     assert r.dequeue(timeout=T) == "m0"
     with pytest.raises(ClosedError):
         r.dequeue(timeout=T)

@@ -281,7 +281,7 @@ Finish == /\ nseq' = nseq + 1
 \* Remote credit: sending message nseq keeps every remote reader within Window.
 CreditOK == \A r \in RemoteReaders : nseq - acked[r] <= Window + CreditSlack
 
-\* queue/writer_base.py: WriterBase._handshake (from wait_until_ready)
+\* queue/writer_control.py: WriterControl.handshake (from wait_until_ready)
 WriterHandshake ==
     /\ wpc = "handshake"
     /\ WaitSubs => \A r \in Readers : subscribed[r]
@@ -290,7 +290,7 @@ WriterHandshake ==
     /\ UNCHANGED <<pub, nseq, nobj, sendFails, wrun, rvars>>
     /\ UNCHANGED cuts
 
-\* queue/writer.py: enqueue -> ring claim (inline object or overflow marker,
+\* queue/writer_path.py: enqueue -> ring claim (inline object or overflow marker,
 \* with its sequence number in the chunk)
 WriterPublishChunk ==
     /\ wpc = "chunk"
@@ -383,7 +383,7 @@ WriterAbortRun ==
           ELSE Finish
        /\ UNCHANGED <<aborts, owed, interrupts, sockQ, lost, sendFails, rvars>>
 
-\* queue/writer.py: enqueue -> _send_all, local socket send of the
+\* queue/writer_path.py: enqueue -> _send_all, local socket send of the
 \* overflow payload frame (after the marker is published)
 WriterSendLocalFrame ==
     /\ wpc = "local"
@@ -393,7 +393,7 @@ WriterSendLocalFrame ==
     /\ UNCHANGED <<pub, sendFails, wrun, rvars>>
     /\ UNCHANGED cuts
 
-\* queue/writer.py: enqueue -> credit, then (_send_all) remote socket send
+\* queue/writer_path.py: enqueue -> credit, then (_send_all) remote socket send
 \* (every object goes to remote readers); after an aborted run, the ABORT
 \* frame instead of the message frame.
 WriterSendRemoteFrame ==

@@ -5,15 +5,21 @@ module                 job
 =====================  =======================================================
 ``message_queue``      :class:`MessageQueue`, the entry point; one type per role
                        (each its own typed constructor)
-``writer``             :class:`QueueWriter`: one message's path (serialize,
-                       credit, the local path, the frames), ``acquire_write``
-``writer_base``        what the writer is made of, its handle, handshake and end
+``writer``             :class:`QueueWriter`, the end: vLLM's constructor, the
+                       handle, the handshake, ``close()``; it holds its parts
+``writer_parts``       what the writer is made of, built from checked options
+``writer_path``        one message's path (serialize, credit, the local path,
+                       the frames), ``acquire_write``'s chunk in place
 ``writer_control``     READY, SHUTDOWN, BROKEN to the readers; the break for good
-``writer_cuts``        what a cut call left: a run's abort, a publish's settling
+``writer_cuts``        what a cut call left: a run's abort, a publish's settling;
+                       ``close()``'s SHUTDOWN and its wait for remote readers
 ``transmitters``       the writer's ring side and TCP side
-``local_reader``       :class:`LocalReader`: the ring chunk, dispatched on kind
-``remote_reader``      :class:`RemoteReader`: every message over TCP, acked back
-``reader``             what every reader shares (sequence, READY, SHUTDOWN)
+``local_reader``       :class:`LocalReader`, the end: the ring, its cursor, the arena
+``local_path``         a local reader's path: the ring chunk, dispatched on kind
+``remote_reader``      :class:`RemoteReader`, the end: its subscription over TCP
+``remote_path``        a remote reader's path: every message over TCP, acked back
+``reader``             what every reader end shares (identity, vLLM's calls)
+``reader_path``        what every reader's path shares (dequeue, READY, SHUTDOWN)
 ``reader_waits``       what ends a reader's waits early, and their stall lines
 ``remote_link``        a remote reader's connection, as its socket monitor says
 ``flavors``            how a message reaches local readers: inline, overflow

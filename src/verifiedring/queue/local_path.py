@@ -16,10 +16,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from time import monotonic
-from typing import Any
+from typing import Any, ClassVar
 
 import zmq
 
+from ..arena import ArenaReader
 from ..cursors import ReaderCursor
 from ..errors import RingTimeoutError
 from ..steps import READER_TAKE_CHUNK, QueueObserver
@@ -52,13 +53,18 @@ _OWED = ReaderState.OWED
 class LocalPath(ReaderPath):
     """A local reader's per-message path, over its ring cursor and ipc socket."""
 
+    _resumable: ClassVar[frozenset[ReaderState]] = frozenset(
+        (ReaderState.FRAME, ReaderState.RUN, ReaderState.OWED)
+    )
+
     def __init__(  # noqa: PLR0913 -- the end's parts it shares, each named
         self, cursor: ReaderCursor, sock: zmq.Socket[Any], ctx: zmq.Context[Any],
         life: ReaderLifecycle, outcomes: ReaderOutcomes, waits: ReaderWaits,
         observer: QueueObserver | None, actor: str, who: Callable[[], str],
+        arena: ArenaReader | None,
     ) -> None:
         """Over ``cursor`` and ``sock`` (the caller closes both if this raises)."""
-        super().__init__(life, outcomes, waits, observer, actor, who)
+        super().__init__(life, outcomes, waits, observer, actor, who, arena)
         self._cursor = cursor
         self._control = control = LocalControl(sock, life, outcomes, observer, actor)
         self._frames = FrameReceiver(control, life, outcomes, observer, actor)
@@ -244,7 +250,7 @@ class LocalPath(ReaderPath):
                                 f"message seq {self._life.seq} in ring chunk {c.index} "
                                 f"({c.flag_state()})")
 
-    def close(self) -> None:
+    def _let_go(self) -> None:
         self._run.close()
         if self._writer_watch is not None:
             self._writer_watch.close()  # first: its thread may cut the ring's sleep word

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import zmq
 
@@ -19,7 +19,6 @@ from ..errors import MisuseError
 from ..ring import RingHandle, ShmRingBuffer
 from ..steps import QueueObserver
 from .handle import Handle, check_ipc, check_segment, check_tag
-from .lifecycle import ReaderState
 from .local_path import LocalPath
 from .reader import QueueReader, subscribe
 from .readiness import local_spin_until_readable
@@ -31,9 +30,6 @@ class LocalReader(QueueReader):
     is_local_reader = True
     channel = "local"
     spin_until_readable = local_spin_until_readable  # vLLM 0.34's short wait
-    _resumable: ClassVar[frozenset[ReaderState]] = frozenset(
-        (ReaderState.FRAME, ReaderState.RUN, ReaderState.OWED)
-    )
     _path: LocalPath
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
@@ -55,7 +51,7 @@ class LocalReader(QueueReader):
             sock = subscribe(self, handle.local_subscribe_addr, bh.max_chunks + 1, None)
             self._path = LocalPath(
                 cursor, sock, self._ctx, self._life, self._outcomes, self._waits, observer,
-                self._actor, self._outcomes.who,
+                self._actor, self._outcomes.who, self._arena,
             )
         except BaseException:
             if sock is not None:

@@ -84,6 +84,15 @@ def _checked_settings(observer: object) -> float:
     return interval
 
 
+def busy(who: str, call: str) -> BusyError:
+    """What ``call`` raises on end ``who`` while another thread is inside one of its
+    calls (one boolean per end, trio's conflict detector)."""
+    return BusyError(
+        f"{who}: {call} called while another thread is inside this end's "
+        "enqueue() or dequeue(): a queue end is used from one thread"
+    )
+
+
 _End = TypeVar("_End", bound="MessageQueue")
 
 
@@ -117,8 +126,6 @@ class MessageQueue:
     _life: Lifecycle[Any]
     #: The state an end is built in, refusing until :meth:`wait_until_ready` returns.
     _opening: ClassVar[enum.Enum] = WriterState.HANDSHAKE
-    # Invariant: a thread is inside this end's enqueue or dequeue.
-    _busy = False
     #: Sees every protocol step (trace validation); ``None`` in production.
     _observer: QueueObserver | None = None
 
@@ -160,7 +167,6 @@ class MessageQueue:
         #: Set by :meth:`shutdown` (vLLM's attribute): a reader's blocked call wakes and
         #: raises; the writer's calls go on.
         self.shutting_down = False
-        self._busy = False  # on the instance: every call reads it, a class lookup costs
 
     # --- construction of readers ---------------------------------------------
 
@@ -221,12 +227,6 @@ class MessageQueue:
         """Raise why this end cannot operate now (its state and reason)."""
         raise refusal(self._life.state, self._who(), self._life.why)
 
-    def _conflict(self, call: str) -> BusyError:
-        return BusyError(
-            f"{self._who()}: {call} called while another thread is inside this end's "
-            "enqueue() or dequeue(): a queue end is used from one thread"
-        )
-
     def __repr__(self) -> str:
         life = vars(self).get("_life")
         try:
@@ -249,10 +249,6 @@ class MessageQueue:
         if self.state is not self._opening:
             return
         self._handshake(Deadline.after(timeout))
-
-    @property
-    def _handshaken(self) -> bool:
-        return self.state is not self._opening
 
     def _handshake(self, deadline: Deadline) -> None:
         """This role's side of the READY handshake; it leaves the opening state."""

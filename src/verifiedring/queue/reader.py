@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import enum
 import functools
-import math
 import os
-import time
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import zmq
 
-from .. import engine
 from ..arena import ArenaReader
-from ..errors import CancelledError, ClosedError, DecodeError, RingTimeoutError
+from ..errors import CancelledError
 from ..steps import (
     READER_SUBSCRIBE,
     QueueObserver,
     reader_actor,
 )
-from ..waiting import FOREVER, Deadline, StallLog, wait_readable
+from ..waiting import Deadline
 from .curve import CurveKeys
 from .handle import Handle, check_attach
 from .lifecycle import ReaderLifecycle, ReaderState
@@ -31,12 +28,6 @@ from .sockets import Signer, hello_topic, hwm_for_window, subscriber
 
 _IDLE = ReaderState.IDLE
 _after = Deadline.after  # bound once: no bound method made per call
-
-
-def _nothing_comes(ms: int) -> bool:
-    """The poll of a wait for what cannot come: it waits ``ms`` and reports nothing."""
-    time.sleep(ms / 1000)
-    return False
 
 
 def reader_name(channel: str, rank: int) -> str:
@@ -53,8 +44,6 @@ class QueueReader(MessageQueue):
     _arena: ArenaReader | None = None
     _opening: ClassVar[enum.Enum] = ReaderState.INIT
     _closed_state: ClassVar[enum.Enum] = ReaderState.CLOSED
-    #: The states a dequeue goes on from (besides IDLE): this role's unfinished steps.
-    _resumable: ClassVar[frozenset[ReaderState]] = frozenset((ReaderState.OWED,))
     #: Whether :meth:`shutdown` cancels this role's waits (a local reader's; as in
     #: vLLM, a remote reader's shutdown only sets ``shutting_down``).
     _shutdown_cancels: ClassVar[bool] = True
@@ -128,52 +117,7 @@ class QueueReader(MessageQueue):
         policy's ``wait_after_shutdown`` is on (vLLM's compat), the writer's shutdown is
         not raised but waited out like a writer that sends nothing (until ``cancel``, or
         ``shutdown()`` on a local reader, or ``timeout``)."""
-        if self._busy:
-            raise self._conflict("dequeue()")
-        self._busy = True
-        try:
-            waits = self._waits
-            waits.cancel = cancel  # consulted only while it waits (as vLLM's)
-            waits.quiet = indefinite
-            if timeout is None:  # the hot path: no call, no compare with None
-                deadline, poll = FOREVER, False
-            else:
-                deadline, poll = _after(timeout), timeout == 0
-            life = self._life
-            state = life.state
-            if state is not _IDLE and state not in self._resumable:
-                self._refuse()
-            arena = self._arena
-            if arena is not None:
-                arena.begin(life.seq)  # the message its stubs may name
-            if state is ReaderState.OWED:
-                return self._path.pay_owed()
-            if state is _IDLE:
-                got = self._path.take(deadline, poll)
-            else:
-                got = self._path.unfinished(deadline, poll)
-            # delivered: the record its decode made is spent (plain stores, then return);
-            # it holds no reference to the object (a tensor's arena slot frees with it)
-            life.seen is None or life.saw(_IDLE)  # checked if watched
-            life.delivery.obj = None
-            life.owed = None
-            life.state = _IDLE
-            return got
-        except DecodeError as exc:
-            life = self._life
-            if life.owed is exc:  # its report, now: the record is spent (stores, then raise)
-                life.seen is None or life.saw(_IDLE)  # checked if watched
-                life.owed = None
-                life.state = _IDLE
-            raise
-        except ClosedError:
-            _wait_unfed(self, indefinite, deadline)
-        finally:
-            self._busy = False
-
-    def _told_shutdown(self) -> bool:
-        """Whether this reader is closed by the writer's SHUTDOWN (not by close())."""
-        return self._life.shutdown_total is not None and not self._closed
+        return self._path.dequeue(timeout, cancel, indefinite)
 
     def shutdown(self) -> None:
         """Set ``shutting_down`` (vLLM's): from now on a local reader's dequeue that would
@@ -197,33 +141,6 @@ class QueueReader(MessageQueue):
 
     def _handshake(self, deadline: Deadline) -> None:
         self._path.await_ready(deadline)
-
-
-def _wait_unfed(reader: QueueReader, indefinite: bool, deadline: Deadline) -> NoReturn:
-    """The ClosedError being handled, raised again; or, where the engine policy waits
-    after the writer's shutdown (``indefinite``, told SHUTDOWN), ``reader`` waits as
-    for a writer that sends nothing more: until cancelled
-    (:class:`CancelledError`: its cancel, or ``shutdown()``, which here ends a remote
-    reader's wait too: vLLM's worker calls it once its executor is gone) or
-    ``deadline`` (:class:`RingTimeoutError`); a signal handler's exception (vLLM's
-    SIGTERM) ends it too."""
-    if not (indefinite and engine.policy.wait_after_shutdown and reader._told_shutdown()):
-        raise  # the ClosedError its caller handles
-    why = f"the writer shut the queue down after {reader._life.shutdown_total} messages"
-
-    waits = reader._waits
-
-    def timed_out(waited: float) -> RingTimeoutError:
-        return RingTimeoutError(f"{reader._who()} timed out after {waited:.3f} s: {why}")
-
-    def watch() -> None:
-        if waits.shutting_down:  # also a remote reader's: nothing more can come
-            waits.cancelled()
-        waits.watch_cancel()
-
-    log = StallLog(lambda: f"{reader._who()} waits: {why}", math.inf)
-    wait_readable(_nothing_comes, deadline, log, timed_out, watch)
-    waits.cancelled()  # the wait ends only by its watch, or the deadline
 
 
 def subscribe(

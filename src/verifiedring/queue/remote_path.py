@@ -150,7 +150,7 @@ class RemotePath(ReaderPath):
             obs.end(self._actor, REMOTE_SEE_SHUTDOWN, total)
         self._saw_shutdown(total)
 
-    def close(self) -> None:
+    def _let_go(self) -> None:
         self._sock.disable_monitor()
         self._link.monitor.close(linger=0)
         self._sock.close(linger=0)

@@ -1,46 +1,42 @@
-"""The writer end of a message queue: a local and a remote transmitter, one sequence.
+"""The writer end of a message queue: its parts held, one sequence.
 
-``enqueue`` is: serialize, reserve the remote readers' credit, the local path
-(:meth:`LocalTransmitter.publish <.transmitters.LocalTransmitter.publish>`:
-inline, or by the large-object flavor, a :class:`~.flavors.LargeSender`: an
-overflow marker or a run), then the frames (the marker's on the local socket,
-every message's on the remote one). The state (:class:`WriterState`,
-the spec's ``wpc``) says which of those steps a call left unfinished.
+``MessageQueue(n_reader, n_local_reader, ...)`` builds it: options checked, then
+its parts (:func:`~.writer_parts.build_writer_parts`: the transmitters, the control
+channel, the settling of cut calls and the per-message path, on failure none left).
+It exports the :class:`~.handle.Handle`, runs the READY handshake
+(:meth:`WriterControl.handshake <.writer_control.WriterControl.handshake>`), hands
+each message to its path (:class:`~.writer_path.WriterPath`) and ends the writer:
+``shutdown()`` only sets ``shutting_down`` (vLLM's); ``close()`` (and the finalizer)
+first tells the readers -- a run left unfinished is aborted, then SHUTDOWN(total),
+the spec's ``WriterShutdown`` -- and then, with remote readers, waits at most the
+linger, and only for messages a remote reader still there has not acknowledged
+(:meth:`RemoteCredit.settle <.credit.RemoteCredit.settle>`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Generator, Iterator
-from typing import Any
+import socket
+from typing import Any, NoReturn
 
-from ..errors import MisuseError, RingTimeoutError
+from ..errors import MisuseError
 from ..hosts import writer_connect_ip
 from ..layout import RingLayout
 from ..reservation import reserve_policy, room_at_create
 from ..shm import preflight
-from ..steps import (
-    WRITER_ACTOR,
-    WRITER_PUBLISH_CHUNK,
-    QueueObserver,
-)
-from ..waiting import FOREVER, Deadline
+from ..steps import QueueObserver
+from ..waiting import Deadline
 from . import wire
 from .curve import DEFAULT_HEARTBEAT_TIMEOUT
-from .flavors.run.writer import RunSender, unbound_abort
-from .handle import check_counts
-from .lifecycle import WriterState
+from .handle import Handle, check_counts, ring_tag
+from .lifecycle import WriterLifecycle
+from .message_queue import MessageQueue
 from .serialization import ArenaOptions
-from .sockets import bind_address
-from .transmitters import (
-    DEFAULT_LINGER,
-    DEFAULT_REMOTE_WINDOW,
-    LocalTransmitter,
-    RemoteOptions,
-    RemoteTransmitter,
-)
-from .writer_base import WriterBase
+from .sockets import Signer, bind_address, new_key
+from .transmitters import DEFAULT_LINGER, DEFAULT_REMOTE_WINDOW, RemoteOptions
+from .writer_control import writer_name
+from .writer_parts import WriterShape, build_writer_parts, close_transmitters
 
 #: How a message too large for one chunk reaches local readers (see :mod:`.flavors`).
 LARGE_OBJECT_MODES = ("stream", "socket")
@@ -48,10 +44,6 @@ DEFAULT_LARGE_OBJECTS = "socket"
 #: The default for ``large_objects`` where the queue is built for the caller (vLLM,
 #: ``create_from_process_group``).
 LARGE_OBJECTS_ENV = "VERIFIEDRING_LARGE_OBJECTS"
-
-_CHUNK = WriterState.CHUNK
-_RUN = WriterState.RUN
-_after = Deadline.after  # bound once: no bound method made per call
 
 
 def _large_objects_mode(large_objects: str | None) -> str:
@@ -65,10 +57,12 @@ def _large_objects_mode(large_objects: str | None) -> str:
     return large_objects
 
 
-class QueueWriter(WriterBase):
-    """The single writer: ``MessageQueue(n_reader, n_local_reader, ...)`` builds it."""
+class QueueWriter(MessageQueue):
+    """The single writer: ``MessageQueue(n_reader, n_local_reader, ...)`` builds it. It
+    holds its transmitters, its control channel and its per-message path."""
 
     is_writer = True
+    _life: WriterLifecycle
 
     def __init__(  # noqa: PLR0913 -- vLLM's flat constructor, in vLLM's order
         self,
@@ -118,9 +112,49 @@ class QueueWriter(WriterBase):
         self.rank: int | None = None
         self._observer = observer
         arena = ArenaOptions(arena_slots, arena_slot_bytes) if enable_shm_tensor_arena else None
-        self._build(layout, remote, arena, connect_ip or "")
+        self._key = new_key()
+        self._linger_ms = remote.linger_ms
+        #: The writer's state, reason, next sequence number and what its readers are
+        #: owed: every change of them goes through it (checked once watched).
+        self._life = WriterLifecycle("call wait_until_ready() before enqueue()")
+        if observer is not None:
+            self._life.watch()
+        self._open()
+        shape = WriterShape(n_reader, ranks, layout, remote, arena, connect_ip or "",
+                            large_objects == "stream")
+        parts = build_writer_parts(shape, self._ctx, self._key, self._life, observer,
+                                   self.log_interval)
+        self._local, self._remote = parts.local, parts.remote
+        #: READY, SHUTDOWN and BROKEN to the readers, and the break for good.
+        self._control = parts.control
+        #: enqueue and acquire_write, with the settling of what a cut call left.
+        self._path = parts.path
+        self._closed = False
 
-    # --- messages ------------------------------------------------------------------
+    @property
+    def log_interval(self) -> float:
+        """Seconds between two warnings while a wait lasts (the ring's wait too)."""
+        return self._log_interval
+
+    @log_interval.setter
+    def log_interval(self, seconds: float) -> None:
+        self._log_interval = seconds
+        path = vars(self).get("_path")  # its parts are not made yet while _open runs
+        if path is not None:
+            path.log_interval = seconds
+            if self._local is not None:
+                self._local.cursor.log_interval = seconds
+
+    @property
+    def rejected_frames(self) -> int:
+        """Malformed acknowledgements dropped unread."""
+        return 0 if self._remote is None else self._remote.credit.rejected
+
+    def _who(self) -> str:
+        return writer_name()
+
+    def _refuse(self) -> NoReturn:
+        self._control.refuse()
 
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         """Broadcast ``obj`` to every reader, waiting at most ``timeout`` seconds for room.
@@ -131,111 +165,11 @@ class QueueWriter(WriterBase):
         (:class:`BrokenPeerError`, now and on every later call). Two threads in one
         writer's enqueue: the second raises :class:`BusyError`.
         """
-        if self._busy:
-            raise self._conflict("enqueue()")
-        self._busy = True
-        runs = self._runs
-        if runs is not None:  # a run this call cannot finish is aborted by the writer
-            runs.abort = self._cuts.abort_run  # this call's (cleared as it ends: no cycle)
-        try:
-            # at CHUNK, the hot path (untimed: no call); else a due abort first, or a refusal
-            life = self._life
-            local = self._local
-            if local is not None and local.committing[0] == life.seq:
-                self._cuts.settle_commit(local)  # the last call's publish, cut and unsettled
-            if life.state is not _CHUNK:
-                deadline = self._cuts.settle(timeout)
-            elif timeout is None:
-                deadline = FOREVER
-            else:
-                deadline = _after(timeout)
-            seq = life.seq
-            if runs is None or not runs.spill:
-                p = self._dumps(obj)
-            else:  # the run flavor pickles straight into the ring (no remote reader)
-                streamed = self._stream(runs, obj, seq, deadline)
-                if streamed is None:
-                    return
-                p = streamed
-            self._publish(obj, seq, p, deadline)
-        finally:
-            self._busy = False
-            if runs is not None:
-                runs.abort = unbound_abort
+        self._path.enqueue(obj, timeout)
 
-    def _publish(self, obj: Any, seq: int, p: wire.Pickled, deadline: Deadline) -> None:
-        """Message ``seq`` (``p``): credit, the local path, then the frames."""
-        remote = self._remote
-        if remote is not None and remote.credit.needs_check(seq):
-            # WriterSendRemoteFrame's guard (credit), checked before anything is published
-            remote.credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
-        local, large = self._local, self._large
-        overflow = False
-        if local is None or large is None:
-            obs = self._observer
-            if obs is not None:  # no local reader: the spec's publish touches no ring
-                obs.begin(WRITER_ACTOR)
-                obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, obj, "inline")
-        else:
-            try:
-                overflow = local.publish(seq, p, deadline, self._watch, obj, large)
-            except RingTimeoutError as exc:
-                raise self._control.ring_stalled(local, seq, exc) from None
-            except BaseException as exc:
-                self._cuts.local_path_raised(exc, seq, local, remote)
-                raise
-        if overflow or remote is not None:
-            try:  # from the call on: its frame_parts, its first line (an interrupt there)
-                self._send_frames(seq, wire.frame_parts(seq, p), overflow, remote)
-            except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                self._control.break_interrupted(
-                    exc, f"sending message seq {seq}", "it was published")
-                raise
-        self._life.seq = seq + 1  # plain: no call between the publish and it
-
-    def _stream(
-        self, runs: RunSender, obj: Any, seq: int, deadline: Deadline
-    ) -> wire.Pickled | None:
-        """``obj`` pickled into the ring (no remote reader), in state RUN: a large one
-        as a run (``None``: sent), else what fits one chunk; back to CHUNK unless a run
-        is left unfinished."""
-        life = self._life
-        life.enter(_RUN)
-        try:
-            try:
-                p = runs.dump(self._serializer, obj, seq, deadline, self._watch)
-            except RingTimeoutError as exc:
-                local = self._local
-                if local is None or runs.active:
-                    raise
-                raise self._control.ring_stalled(local, seq, exc) from None
-            except BaseException as exc:
-                if runs.run.ended == seq:  # interrupted after its LAST's store: it is sent
-                    self._cuts.published_then_interrupted(exc, seq, True, None)
-                raise
-            if p is None:
-                life.seq = seq + 1  # plain: no call between the run's LAST and it
-            return p
-        finally:
-            if life.state is _RUN and not runs.active:
-                life.enter(_CHUNK)
-
-    def _send_frames(
-        self, seq: int, parts: list[Any], overflow: bool, remote: RemoteTransmitter | None
-    ) -> None:
-        """Message ``seq``'s frames, after its chunk: the marker's on the local socket,
-        then the remote one. Interrupted, the writer is broken (the caller's)."""
-        local, life = self._local, self._life
-        if overflow and local is not None:
-            life.enter(WriterState.LOCAL)
-            self._control.send(local.frames.send, parts, f"overflow frame seq {seq}", seq)
-        if remote is not None:
-            life.enter(WriterState.REMOTE)
-            self._control.send(remote.send, parts, f"remote frame seq {seq}", seq)
-        life.enter(_CHUNK)
-
-    @contextlib.contextmanager
-    def acquire_write(self, timeout: float | None = None) -> Iterator[memoryview]:
+    def acquire_write(
+        self, timeout: float | None = None
+    ) -> contextlib.AbstractContextManager[memoryview]:
         """vLLM's buffer API: ``with q.acquire_write(t) as buf:``. Room is waited for
         first (:class:`RingTimeoutError`, a ``TimeoutError``, before the body runs);
         ``buf`` is then the claimed chunk's payload, in place: ``max_chunk_bytes``
@@ -245,62 +179,50 @@ class QueueWriter(WriterBase):
         ``dequeue`` returns them as ``bytes``. A body that raises publishes nothing and
         uses no sequence number. With remote readers only (no ring) ``buf`` is a zeroed
         scratch buffer. ``buf`` is released on exit: keep no view of it."""
-        if self._busy:
-            raise self._conflict("acquire_write()")
-        self._busy = True
-        try:
-            life = self._life
-            local = self._local
-            if local is not None and local.committing[0] == life.seq:
-                self._cuts.settle_commit(local)  # the last call's publish, cut and unsettled
-            deadline = _after(timeout) if life.state is _CHUNK else self._cuts.settle(timeout)
-            seq = life.seq
-            remote = self._remote
-            if remote is not None and remote.credit.needs_check(seq):
-                remote.credit.reserve(seq, deadline, self._who(), self.log_interval, self._watch)
-            if local is None:
-                scratch = bytearray(self.max_chunk_bytes - wire.HEADER_BYTES)
-                with memoryview(scratch) as buf:
-                    yield buf
-                data = bytes(scratch)
-                obs = self._observer
-                if obs is not None:  # no local reader: the spec's publish touches no ring
-                    obs.begin(WRITER_ACTOR)
-                    obs.end(WRITER_ACTOR, WRITER_PUBLISH_CHUNK, seq, data, "inline")
-            else:
-                data = yield from self._in_place(local, seq, deadline, remote is not None)
-            if remote is not None:
-                try:
-                    self._send_frames(seq, wire.frame_parts(seq, self._dumps(data)), False, remote)
-                except BaseException as exc:  # also KeyboardInterrupt: seq {seq} is out
-                    self._control.break_interrupted(
-                        exc, f"sending message seq {seq}", "it was published")
-                    raise
-            life.seq = seq + 1  # plain: no call between the publish and it
-        finally:
-            self._busy = False
+        return self._path.acquire_write(timeout)
 
-    def _in_place(
-        self, local: LocalTransmitter, seq: int, deadline: Deadline, copy: bool
-    ) -> Generator[memoryview, None, bytes]:
-        """acquire_write's ring chunk: claimed, its payload yielded, published (or, the
-        body raising, let go); its bytes when ``copy`` (for the remote frame)."""
-        try:
-            chunk = local.claim(deadline, self._watch)
-        except RingTimeoutError as exc:
-            raise self._control.ring_stalled(local, seq, exc) from None
-        try:
-            with chunk[wire.HEADER_BYTES :] as buf:
-                yield buf
-            obs = self._observer
-            data = bytes(chunk[wire.HEADER_BYTES :]) if copy or obs is not None else b""
-        except BaseException:
-            local.let_go()  # the spec's WriterAbort: nothing published, seq unused
-            raise
-        try:
-            local.commit(chunk, seq, None, True, data)
-        except BaseException as exc:
-            if local.published[0] == seq:
-                self._cuts.published_then_interrupted(exc, seq, True, self._remote)
-            raise
-        return data
+    def export_handle(self) -> Handle:
+        if self._closed:
+            self._refuse()
+        local, remote = self._local, self._remote
+        ring = None if local is None else local.ring.handle()
+        arena = None if local is None or local.arena is None else local.arena.handle
+        return Handle(
+            n_reader=self.n_reader,
+            local_reader_ranks=list(self.local_reader_ranks),
+            buffer_handle=ring,
+            local_subscribe_addr=None if local is None else local.frames.endpoint.address,
+            remote_subscribe_addr=None if remote is None else remote.address,
+            remote_ack_addr=None if remote is None else remote.ack_address,
+            remote_window=self.remote_window,
+            hmac_key=self._key,
+            ring_tag=ring_tag(Signer(self._key), ring, arena),
+            curve=None if remote is None else remote.keys.reader,
+            writer_pid=os.getpid(),
+            writer_host=socket.gethostname(),
+            tensor_arena_handle=arena,
+            remote_addr_ipv6=remote is not None and remote.address.startswith("tcp://["),
+        )
+
+    def _handshake(self, deadline: Deadline) -> None:
+        """Wait for every reader to subscribe, then send READY."""
+        self._control.handshake(deadline, self.log_interval)
+
+    def shutdown(self) -> None:
+        """vLLM's: set :attr:`shutting_down`, at any time (idempotent). Nothing is sent
+        and nothing refused: an ``enqueue`` in progress on another thread completes and
+        a later one is sent. The writer has no cancellable wait to wake (neither has
+        vLLM's). Readers learn that no more messages follow from :meth:`close`."""
+        self.shutting_down = True
+
+    def _before_close(self) -> None:
+        """SHUTDOWN, then let the remote readers receive everything (at most the linger)."""
+        cuts = self._path.cuts
+        cuts.tell_readers(self._linger_ms / 1000)
+        cuts.let_remote_readers_receive(self._linger_ms / 1000)
+
+    def _release(self) -> None:
+        # close() cut before its SHUTDOWN (or a BROKEN) went out: sent now, before the
+        # sockets close, so the readers learn the end, not only that the writer is gone
+        self._control.tell_owed()
+        close_transmitters(self._local, self._remote, self._linger_ms)

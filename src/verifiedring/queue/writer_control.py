@@ -22,16 +22,18 @@ import zmq
 from ..errors import BrokenPeerError, RingTimeoutError
 from ..steps import (
     WRITER_ACTOR,
+    WRITER_HANDSHAKE,
     WRITER_READER_LEFT,
     WRITER_SEND_FAILS,
     WRITER_SHUTDOWN,
     WRITER_TELL_BROKEN,
     QueueObserver,
 )
+from ..waiting import Deadline, StallLog, wait_readable
 from . import wire
 from .lifecycle import WriterLifecycle, WriterState, refusal
 from .peers import Peers
-from .sockets import send_now
+from .sockets import send_now, welcome
 from .transmitters import LocalTransmitter, RemoteTransmitter
 
 logger = logging.getLogger("verifiedring")
@@ -66,6 +68,33 @@ class WriterControl:
         self.peers = peers
         self._local_ranks = local_ranks  # by position in the ring
         self._observer = observer
+
+    def handshake(self, deadline: Deadline, log_interval: float) -> None:
+        """Wait for every reader to subscribe (a stall line every ``log_interval``
+        seconds), then send READY: the writer is at CHUNK."""
+        # spec: WriterHandshake -- every subscription first (essential), then READY
+        peers = self.peers
+        if not peers.complete():
+
+            def timed_out(waited: float) -> RingTimeoutError:
+                return RingTimeoutError(f"{peers.describe()}; timed out after {waited:.3f} s")
+
+            log = StallLog(peers.describe, log_interval)
+            wait_readable(peers.gather, deadline, log, timed_out)
+        obs = self._observer
+        if obs is not None:
+            obs.begin(WRITER_ACTOR)
+        self.send_control([wire.control_header(wire.READY, 0)], "READY")
+        for xpub in peers.sockets():
+            welcome(xpub, wire.late_frame())  # a later subscriber is told it is late
+        if obs is not None:
+            obs.end(WRITER_ACTOR, WRITER_HANDSHAKE, -1)
+        if self._local is not None:
+            self._local.after_handshake([peers.stall_name(r) for r in self._local_ranks])
+        if self._remote is not None:
+            self._remote.credit.start(set(peers.remote))
+            self._remote.close_door()  # a later reader is refused at connect, writer idle or not
+        self._life.ready()
 
     def send(self, send: Send, parts: list[Any], what: str, seq: int) -> None:
         """One channel's send of message ``seq`` (-1: a control message, its caller's

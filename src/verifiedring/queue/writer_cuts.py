@@ -15,13 +15,17 @@ transmitter's ``committing`` and ``published``) and settled here. Model:
 
 from __future__ import annotations
 
+import logging
+
 from ..errors import RingTimeoutError
 from ..waiting import Deadline
 from . import wire
 from .flavors.run.writer import RunSender, RunWriter
 from .lifecycle import WriterLifecycle, WriterState
 from .transmitters import LocalTransmitter, RemoteTransmitter
-from .writer_control import WriterControl
+from .writer_control import WriterControl, writer_name
+
+logger = logging.getLogger("verifiedring")
 
 _CHUNK = WriterState.CHUNK
 _RUN = WriterState.RUN
@@ -151,3 +155,37 @@ class CutCalls:
             self._control.break_interrupted(exc, f"publishing message seq {seq}",
                                             "its publish store")
         self._life.seq = seq + 1  # plain: no call between the break (if any) and it
+
+    def tell_readers(self, linger_s: float) -> None:
+        """``close()``'s telling: SHUTDOWN(total) on both sockets, after the last
+        message (a run left unfinished is aborted first, in at most ``linger_s``);
+        nothing once the writer is broken or was never ready. Afterwards every call
+        refuses (:class:`ClosedError`)."""
+        state = self._life.state
+        if state is not _CHUNK and state is not _RUN:
+            return  # before the handshake, told already or broken: nothing to tell
+        runs = self._runs
+        if runs is not None and runs.active:
+            try:
+                self.abort_run(runs.run, "the writer closed mid-message", Deadline.after(linger_s))
+            except RingTimeoutError as exc:
+                logger.warning("%s: closed without aborting message seq %d mid-run: %s",
+                               writer_name(), runs.run.seq, exc)
+        self._control.tell_shutdown()
+
+    def let_remote_readers_receive(self, linger_s: float) -> None:
+        """After SHUTDOWN: wait at most ``linger_s`` for the remote readers still there
+        to acknowledge every message (queued frames die with this process, as the
+        shared context is never terminated); warn of those short of it."""
+        remote = self._remote
+        seq = self._life.seq
+        if remote is None or self._life.state is not WriterState.SHUT:
+            return
+        short = remote.credit.settle(seq, Deadline.after(linger_s),
+                                     self._control.peers.remote_left)
+        if short:
+            logger.warning(
+                "%s: closed after %.1f s with remote readers %s (rank: acknowledged count) "
+                "short of all %d messages; frames still queued for them are lost if this "
+                "process exits now", writer_name(), linger_s, short, seq,
+            )

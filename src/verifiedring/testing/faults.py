@@ -261,7 +261,7 @@ def writer_transitions(writer: MessageQueue) -> set[Any]:
 
 def writer_run(writer: MessageQueue) -> Any:
     """The stream-mode writer's :class:`~..queue.flavors.run.writer.RunWriter`."""
-    runs = _writer(writer)._runs
+    runs = _writer(writer)._path._runs
     if runs is None:
         raise MisuseError(f"{writer!r} does not stream large objects")
     return runs.run
@@ -278,8 +278,8 @@ def interrupt_writer_wait(
 ) -> Iterator[None]:
     """While inside, the writer's waits (for room, for credit) raise ``exc`` the
     first time ``when()`` is true, as an asynchronous exception would land there."""
-    w = _writer(writer)
-    watch = w._watch
+    path = _writer(writer)._path
+    watch = path._watch
     fired = False
 
     def interrupting() -> None:
@@ -289,11 +289,11 @@ def interrupt_writer_wait(
             raise exc
         watch()
 
-    w._watch = interrupting  # type: ignore[method-assign]
+    path._watch = interrupting
     try:
         yield
     finally:
-        del w._watch
+        path._watch = watch
 
 
 def arena_of(end: MessageQueue) -> ArenaWriter | ArenaReader | None:
