@@ -85,15 +85,11 @@ MAX_HIERARCHY_ATTRIBUTES = 20
 
 #: ``path::Class`` -> (hierarchy lines, instance attributes) when listed
 PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
-    # issue 29 (5.1, 5.2): the queue ends, composed (each holds its per-message path, its
-    # lifecycle, its parts); what is left over is MessageQueue's surface (vLLM's calls
-    # on every role) under each end
-    "queue/local_reader.py::LocalReader": (404, 22),
-    "queue/writer.py::QueueWriter": (398, 21),
-    # compat's role subclasses: a core end plus vLLM's attributes; they go with the ends
-    "compat/attributes.py::VllmLocalReader": (488, 24),
-    "compat/attributes.py::VllmRemoteReader": (427, 18),
-    "compat/attributes.py::VllmWriter": (484, 22),
+    # issue 29 (5.1, 5.2): compat's role subclasses, each a core end (within the limits)
+    # plus vLLM's attribute surface (VllmQueue's and the role's own, 84-86 lines)
+    "compat/attributes.py::VllmLocalReader": (481, 22),
+    "compat/attributes.py::VllmRemoteReader": (420, 15),
+    "compat/attributes.py::VllmWriter": (481, 19),
     # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
     "cursors.py::ReaderCursor": (269, 21),
 }

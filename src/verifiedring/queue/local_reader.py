@@ -17,11 +17,12 @@ import zmq
 from ..arena import ArenaReader
 from ..errors import MisuseError
 from ..ring import RingHandle, ShmRingBuffer
-from ..steps import QueueObserver
+from ..steps import QueueObserver, reader_actor
 from .handle import Handle, check_ipc, check_segment, check_tag
 from .local_path import LocalPath
 from .reader import QueueReader, subscribe
 from .readiness import local_spin_until_readable
+from .sockets import Signer
 
 
 class LocalReader(QueueReader):
@@ -51,7 +52,7 @@ class LocalReader(QueueReader):
             sock = subscribe(self, handle.local_subscribe_addr, bh.max_chunks + 1, None)
             self._path = LocalPath(
                 cursor, sock, self._ctx, self._life, self._outcomes, self._waits, observer,
-                self._actor, self._outcomes.who, self._arena,
+                reader_actor(rank), self._outcomes.who, self._arena,
             )
         except BaseException:
             if sock is not None:
@@ -105,7 +106,7 @@ def _ring_lost(ring: ShmRingBuffer) -> str | None:
 def _check_ring(reader: LocalReader, handle: Handle, bh: RingHandle) -> None:
     """The handle's ring is ``reader``'s writer's (tag), its ipc socket is there and
     the segment has its size."""
-    check_tag(handle, reader._signer, reader._who())
+    check_tag(handle, Signer(handle.hmac_key), reader._who())
     if handle.local_subscribe_addr is not None:  # checked by the caller
         check_ipc(handle.local_subscribe_addr, reader._outcomes.writer, reader._who())
     check_segment(bh)

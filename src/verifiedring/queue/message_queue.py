@@ -141,6 +141,8 @@ class MessageQueue:
         return core_roles()
 
     max_chunk_bytes: int
+    #: Seconds between two stall lines of one wait.
+    log_interval: float
 
     if TYPE_CHECKING:  # what MessageQueue(...) accepts: the writer's parameters
 
@@ -155,18 +157,20 @@ class MessageQueue:
             **kwargs: Any,
         ) -> None: ...
 
-    def _open(self) -> None:
+    def _open(self) -> float:
         """Common state of an end being built (its lifecycle made, refusing in state
         ``_opening`` until :meth:`wait_until_ready` returns): the process-wide zmq
-        context. The constructor sets ``_closed = False`` once every resource is held."""
+        context; returns the stall-log interval it is to use. The constructor sets
+        ``_closed = False`` once every resource is held."""
         # pyzmq makes a new instance after fork. A queue never terminates it:
         # zmq_ctx_term can block forever (seen under load with every socket closed
         # at linger 0); closing a socket with a linger bounds its queued frames.
-        self.log_interval = _checked_settings(self._observer)
+        interval = _checked_settings(self._observer)
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
         #: Set by :meth:`shutdown` (vLLM's attribute): a reader's blocked call wakes and
         #: raises; the writer's calls go on.
         self.shutting_down = False
+        return interval
 
     # --- construction of readers ---------------------------------------------
 
@@ -228,14 +232,10 @@ class MessageQueue:
         raise refusal(self._life.state, self._who(), self._life.why)
 
     def __repr__(self) -> str:
-        life = vars(self).get("_life")
-        try:
-            who = self._who()
-        except AttributeError:  # half-built (a debugger's view of __init__): no fields yet
-            life = None
-        if life is None:
+        life = vars(self).get("_life")  # made after what _who() reads
+        if life is None:  # half-built (a debugger's view of __init__)
             return f"<{type(self).__name__} unopened>"
-        return f"<{type(self).__name__} {who} seq {life.seq} {life.state.value}>"
+        return f"<{type(self).__name__} {self._who()} seq {life.seq} {life.state.value}>"
 
     def _wrong_role(self, call: str) -> MisuseError:
         role = "the writer" if self.is_writer else "a reader"

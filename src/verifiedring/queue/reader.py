@@ -55,19 +55,16 @@ class QueueReader(MessageQueue):
         check_attach(handle, rank, self.is_local_reader)  # a role's own constructor too
         self.rank = rank
         self._observer = observer
-        self._actor = reader_actor(rank)  # the observer's name for this reader
         self.n_reader = handle.n_reader
         self.local_reader_ranks = tuple(handle.local_reader_ranks)
         self.n_local_reader = len(self.local_reader_ranks)
         self.remote_window = handle.remote_window
-        self._signer = Signer(handle.hmac_key)
         # Invariant: messages 0..seq-1 were each delivered (or raised DecodeError) exactly
         # once, in order; seq is the only one accepted next (every move checked if watched).
         self._life = life = ReaderLifecycle()
         if observer is not None:
             life.watch()
         self._handle = handle
-        self._arena = None  # on the instance: read by every dequeue, a class lookup costs
         who = functools.partial(reader_name, self.channel, rank)
         #: What a call ends in when it does not return the message (errors, owed records,
         #: the writer's BROKEN once seen).
@@ -76,7 +73,7 @@ class QueueReader(MessageQueue):
         )
         #: What ends its waits early (shutdown, cancel, the writer gone), their stall lines.
         self._waits = ReaderWaits(life, outcomes, who, self._shutdown_cancels)
-        self._open()
+        self.log_interval = self._open()
 
     def _who(self) -> str:
         return reader_name(self.channel, self.rank)
@@ -133,11 +130,7 @@ class QueueReader(MessageQueue):
         once ``shutting_down``."""
         if self.shutting_down:
             raise CancelledError(f"{self._who()}: readable() cancelled: shutdown() was called")
-        return self._life.state is not _IDLE or self._look()
-
-    def _look(self) -> bool:
-        """Whether this role's next message is at the head (nothing consumed)."""
-        return self._path.look()
+        return self._life.state is not _IDLE or self._path.look()
 
     def _handshake(self, deadline: Deadline) -> None:
         self._path.await_ready(deadline)
@@ -151,12 +144,10 @@ def subscribe(
     ``events`` from the start); the writer learns this reader's rank from it."""
     obs = reader._observer
     if obs is not None:
-        obs.begin(reader._actor)
+        obs.begin(reader_actor(reader.rank))
     # spec: ReaderSubscribe
-    sock = subscriber(
-        reader._ctx, address, hwm_for_window(window), hello_topic(reader._signer, reader.rank),
-        curve, events,
-    )
+    hello = hello_topic(Signer(reader._handle.hmac_key), reader.rank)
+    sock = subscriber(reader._ctx, address, hwm_for_window(window), hello, curve, events)
     if obs is not None:
-        obs.end(reader._actor, READER_SUBSCRIBE, -1)
+        obs.end(reader_actor(reader.rank), READER_SUBSCRIBE, -1)
     return sock

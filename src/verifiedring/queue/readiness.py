@@ -92,20 +92,23 @@ class _Sleeps(Protocol):
     sleeper: Sleeper | None
 
 
+class _Looks(Protocol):
+    def look(self) -> bool: ...
+
+
 class _LocalEnd(Protocol):
     """What a local reader's short wait reads of it."""
 
     shutting_down: bool
     _cursor: _Sleeps
-
-    def _look(self) -> bool: ...
+    _path: _Looks
 
 
 def local_spin_until_readable(reader: _LocalEnd, pending: Sized, deadline: float) -> None:
     """A local reader's ``spin_until_readable``: return once its next chunk is ready,
     ``pending`` is non-empty, ``time.monotonic()`` reaches ``deadline`` or ``shutdown()``
     is called (the caller re-checks ``readable()``): :func:`spin_until` on its sleeper."""
-    spin_until(lambda: reader.shutting_down or reader._look(), pending, deadline,
+    spin_until(lambda: reader.shutting_down or reader._path.look(), pending, deadline,
                reader._cursor.sleeper)
 
 

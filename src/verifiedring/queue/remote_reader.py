@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Sized
 
-from ..steps import QueueObserver
+from ..steps import QueueObserver, reader_actor
 from .handle import Handle, check_tag, remote_part
 from .reader import QueueReader, reader_name, subscribe
 from .readiness import remote_poll_ms
 from .remote_link import MONITORED_EVENTS, RemoteLink
 from .remote_path import RemotePath
-from .sockets import ack_push
+from .sockets import Signer, ack_push
 
 
 class RemoteReader(QueueReader):
@@ -29,7 +29,7 @@ class RemoteReader(QueueReader):
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
         super().__init__(handle, rank, observer)
         sub, ack, curve = remote_part(handle, rank)
-        check_tag(handle, self._signer, self._who())
+        check_tag(handle, Signer(handle.hmac_key), self._who())
         sock = subscribe(self, sub, handle.remote_window, curve, MONITORED_EVENTS)
         try:
             link = RemoteLink(
@@ -39,7 +39,7 @@ class RemoteReader(QueueReader):
             self._waits.lost = link.lost
             self._path = RemotePath(
                 rank, sock, ack_push(self._ctx, ack, curve), link, handle.remote_window,
-                self._life, self._outcomes, self._waits, observer, self._actor,
+                self._life, self._outcomes, self._waits, observer, reader_actor(rank),
                 self._outcomes.who,
             )
         except BaseException:

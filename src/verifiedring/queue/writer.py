@@ -62,6 +62,7 @@ class QueueWriter(MessageQueue):
     holds its transmitters, its control channel and its per-message path."""
 
     is_writer = True
+    rank: int | None = None  # vLLM's attribute: the writer has no reader rank
     _life: WriterLifecycle
 
     def __init__(  # noqa: PLR0913 -- vLLM's flat constructor, in vLLM's order
@@ -109,7 +110,6 @@ class QueueWriter(MessageQueue):
         self.max_chunks = max_chunks
         self.remote_window = remote_window
         self.large_objects = large_objects
-        self.rank: int | None = None
         self._observer = observer
         arena = ArenaOptions(arena_slots, arena_slot_bytes) if enable_shm_tensor_arena else None
         self._key = new_key()
@@ -119,11 +119,11 @@ class QueueWriter(MessageQueue):
         self._life = WriterLifecycle("call wait_until_ready() before enqueue()")
         if observer is not None:
             self._life.watch()
-        self._open()
+        interval = self._open()
         shape = WriterShape(n_reader, ranks, layout, remote, arena, connect_ip or "",
                             large_objects == "stream")
         parts = build_writer_parts(shape, self._ctx, self._key, self._life, observer,
-                                   self.log_interval)
+                                   interval)
         self._local, self._remote = parts.local, parts.remote
         #: READY, SHUTDOWN and BROKEN to the readers, and the break for good.
         self._control = parts.control
@@ -134,16 +134,13 @@ class QueueWriter(MessageQueue):
     @property
     def log_interval(self) -> float:
         """Seconds between two warnings while a wait lasts (the ring's wait too)."""
-        return self._log_interval
+        return self._path.log_interval
 
     @log_interval.setter
     def log_interval(self, seconds: float) -> None:
-        self._log_interval = seconds
-        path = vars(self).get("_path")  # its parts are not made yet while _open runs
-        if path is not None:
-            path.log_interval = seconds
-            if self._local is not None:
-                self._local.cursor.log_interval = seconds
+        self._path.log_interval = seconds
+        if self._local is not None:
+            self._local.cursor.log_interval = seconds
 
     @property
     def rejected_frames(self) -> int:
