@@ -15,8 +15,8 @@ from .lifecycle import ReaderLifecycle
 
 
 class TakenChunk:
-    """The chunk a local reader's cursor holds outside a run: one end holds one, as
-    ``end._taken``, over the end's cursor, lifecycle and run."""
+    """The chunk a local reader's cursor holds outside a run: one per reader, held by
+    its path (:class:`~.local_path.LocalPath`), over its cursor, lifecycle and run."""
 
     __slots__ = ("_cursor", "_life", "_run", "lent")
 

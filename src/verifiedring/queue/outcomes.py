@@ -30,8 +30,8 @@ _FRAME_KINDS = (wire.OVERFLOW, wire.RUN_ABORT)  # a message's frame (ABORT: in a
 
 
 class ReaderOutcomes:
-    """A reader's errors, and the states they leave it in: one per reader end, held as
-    ``end._outcomes``, over the end's lifecycle (its state, sequence number and owed
+    """A reader's errors, and the states they leave it in: one per reader end, held by
+    the end and its path, over the end's lifecycle (its state, sequence number and owed
     record)."""
 
     __slots__ = ("_life", "_who", "broke", "writer")
