@@ -15,6 +15,7 @@ import argparse
 
 from verifiedring import MessageQueue
 from verifiedring.reservation import PAGE
+from verifiedring.testing.faults import writer_ring
 
 WAIT = 30.0
 MIB = 1 << 20
@@ -43,12 +44,11 @@ def _pair(
 
 
 def _held(q: MessageQueue) -> int:
-    held: int = q._local.ring.held_bytes()  # type: ignore[attr-defined]
-    return held
+    return writer_ring(q).held_bytes()
 
 
 def _whole(q: MessageQueue) -> int:
-    total: int = q._local.ring.layout.total_bytes  # type: ignore[attr-defined]
+    total = writer_ring(q).layout.total_bytes
     return -(-total // PAGE) * PAGE
 
 

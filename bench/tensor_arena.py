@@ -42,11 +42,14 @@ def _reader(handles: dict[str, Any], rank: int, iters: int, repeats: int, acks: 
     import ctypes
 
     from verifiedring import MessageQueue
+    from verifiedring.arena import ArenaReader
+    from verifiedring.testing.faults import arena_of
 
     queues = {k: MessageQueue.create_from_handle(h, rank) for k, h in handles.items()}
     for q in queues.values():
         q.wait_until_ready(T)
-    arena = queues["arena"]._arena  # type: ignore[attr-defined]
+    arena = arena_of(queues["arena"])
+    assert isinstance(arena, ArenaReader)
     base = ctypes.addressof(ctypes.c_char.from_buffer(arena.segment.buf))
     end = base + len(arena.segment.buf)
     zero_copy = 0
@@ -96,6 +99,8 @@ def main(args: argparse.Namespace | None = None) -> int:
     import torch
 
     from verifiedring import MessageQueue
+    from verifiedring.arena import ArenaWriter
+    from verifiedring.testing.faults import arena_of
     from verifiedring.testing.launcher import Supervisor, Task
 
     nbytes = args.mib * MIB
@@ -127,7 +132,9 @@ def main(args: argparse.Namespace | None = None) -> int:
                         assert recv.recv() == float(t[-1])
                     times[name].append(time.perf_counter() - t0)
         zero_copy = [recv.recv() if recv.poll(T) else -1 for recv, _ in pipes]
-        copies = arena_q._arena.copies  # type: ignore[attr-defined]
+        writer_arena = arena_of(arena_q)
+        assert isinstance(writer_arena, ArenaWriter)
+        copies = writer_arena.copies
     finally:
         for q in queues.values():
             q.close()
