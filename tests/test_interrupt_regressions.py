@@ -6,7 +6,8 @@ every one. Each case failed before its fix."""
 from __future__ import annotations
 
 import pytest
-from interrupts.run import violations_at
+from interrupts.run import enumerate_scenario, violations_at
+from interrupts.points import Point
 
 CASES = [
     # a streamed run with a remote reader, cut right after its LAST's publish store:
@@ -26,4 +27,19 @@ CASES = [
 def test_no_point_breaks_the_promise(scenario: str, first: str) -> None:
     result = violations_at(scenario, first)
     assert result.tried == result.points and result.tried > 0
+    assert result.violations == {}
+
+
+def _in_acquire_read(points: list[Point]) -> list[Point]:
+    return [p for p in points if p[0][0] == "queue/local_reader.py"]
+
+
+def test_no_point_in_acquire_read_leaves_its_chunk_held() -> None:
+    """Every point of a local reader's ``acquire_read`` frame (its file's points in
+    the in-place scenario). Before the fix, a composed acquire_read made two calls
+    around the lent chunk (a context manager's exit after the take, the give-back in
+    its finally): an interrupt at either's entry left the chunk lent, and the next
+    acquire_read raised MisuseError ("already holds chunk"): 3 of its points."""
+    result = enumerate_scenario("in_place", _in_acquire_read, 2)
+    assert result.tried >= 3
     assert result.violations == {}

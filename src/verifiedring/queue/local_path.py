@@ -13,8 +13,7 @@ its writer.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from time import monotonic
 from typing import Any, ClassVar
 
@@ -70,11 +69,12 @@ class LocalPath(ReaderPath):
         self._frames = FrameReceiver(control, life, outcomes, observer, actor)
         self._runs = RunReceiver(cursor, life, outcomes, control, observer, actor)
         self._run = self._runs.run
-        self._taken = TakenChunk(cursor, life, self._run)
+        #: The chunk the cursor holds outside a run (lent to acquire_read, or left by a cut).
+        self.taken = TakenChunk(cursor, life, self._run)
         #: Called after each message taken from the ring (a pluggable sleeper's clock).
         self.on_read: Callable[[], None] | None = None
-        #: What a one-chunk message becomes: its object; lent (:meth:`lending`): its chunk.
-        self._load_inline: Callable[[memoryview, tuple[int, int, int, int]], Any] = (
+        #: What a one-chunk message becomes: its object; acquire_read's: its chunk, lent.
+        self.load_inline: Callable[[memoryview, tuple[int, int, int, int]], Any] = (
             _load_inline
         )
         self._writer_watch = watch_writer(ctx, sock, cursor, control.look_now, who())  # last
@@ -91,7 +91,7 @@ class LocalPath(ReaderPath):
     def take(self, deadline: Deadline, poll: bool) -> Any:
         """Take the ring chunk of the next message and dispatch on its kind."""
         cursor = self._cursor
-        held = cursor.holding and self._taken.held_unread()
+        held = cursor.holding and self.taken.held_unread()
         if not held and not cursor.poll():
             self._wait_ring(deadline, poll)
         waits = self._waits
@@ -121,7 +121,7 @@ class LocalPath(ReaderPath):
                     life.owed = CUT_DECODE
                     life.state = _OWED
                     try:
-                        got = self._load_inline(chunk, header)
+                        got = self.load_inline(chunk, header)
                     except BaseException as exc:
                         got = self._outcomes.failed(seq, exc)
                         raise
@@ -139,7 +139,7 @@ class LocalPath(ReaderPath):
                 large.begin(chunk, header)
             finally:
                 # kept taken if cut before its message was consumed: read again next
-                taken = self._taken
+                taken = self.taken
                 if not run.active and not taken.lent and (life.seq != expect or
                                                           life.state is not _IDLE):
                     taken.release_taken()
@@ -209,30 +209,11 @@ class LocalPath(ReaderPath):
             control.look_now()
         return self._ring_or_shutdown()
 
-    @contextlib.contextmanager
-    def lending(self) -> Iterator[TakenChunk]:
-        """While inside, a one-chunk message's take lends its chunk, read in place
-        (acquire_read's): the taken chunk, whose ``lent`` says whether it was."""
-        self._load_inline = self._taken.lend
-        try:
-            yield self._taken
-        finally:
-            self._load_inline = _load_inline
-
-    def give_back(self, view: memoryview) -> None:
-        """The lent chunk read: released (the writer may reuse it), its view too."""
-        self._taken.lent = False
-        try:
-            self._cursor.release()
-        finally:
-            with contextlib.suppress(BufferError):  # the caller kept a view of it
-                view.release()
-
     def look(self) -> bool:
-        return self._taken.look()
+        return self.taken.look()
 
     def pay_owed(self) -> Any:
-        self._taken.settle()
+        self.taken.settle()
         return self._outcomes.pay_owed()
 
     def _ring_stall(self) -> StallLog:

@@ -78,9 +78,16 @@ class LocalReader(QueueReader):
         the chunk (the writer may reuse it), also when the body raises. A message that
         is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
         yielded read-only, any other raises :class:`MisuseError` naming its type."""
+        # plain stores around the calls, as an interrupt may land at any call's entry or
+        # return: a chunk lent is given back by this frame's finally, or else (no longer
+        # lent) released by the next dequeue
         path = self._path
-        with path.lending() as taken:
+        taken, load = path.taken, path.load_inline
+        path.load_inline = taken.lend
+        try:
             got = self.dequeue(timeout, indefinite=indefinite)
+        finally:
+            path.load_inline = load
         if not taken.lent:  # not in one chunk: as a remote reader's, bytes or refused
             with self._bytes_view(got) as view:
                 yield view
@@ -88,7 +95,12 @@ class LocalReader(QueueReader):
         try:
             yield got
         finally:
-            path.give_back(got)
+            taken.lent = False
+            try:
+                self._cursor.release()
+            finally:
+                with contextlib.suppress(BufferError):  # the caller kept a view of it
+                    got.release()
 
     def _release(self) -> None:
         self._path.close()
