@@ -6,8 +6,8 @@ every one. Each case failed before its fix."""
 from __future__ import annotations
 
 import pytest
-from interrupts.run import enumerate_scenario, violations_at
 from interrupts.points import Point
+from interrupts.run import enumerate_scenario, violations_at
 
 CASES = [
     # a streamed run with a remote reader, cut right after its LAST's publish store:
