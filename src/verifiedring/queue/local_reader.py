@@ -20,6 +20,7 @@ from ..ring import RingHandle, ShmRingBuffer
 from ..steps import QueueObserver, reader_actor
 from .handle import Handle, check_ipc, check_segment, check_tag
 from .local_path import LocalPath
+from .message_queue import bytes_view
 from .reader import QueueReader, subscribe
 from .readiness import local_spin_until_readable
 from .sockets import Signer
@@ -78,9 +79,7 @@ class LocalReader(QueueReader):
         the chunk (the writer may reuse it), also when the body raises. A message that
         is not in one chunk (an overflow frame, a run) is consumed: a ``bytes`` object is
         yielded read-only, any other raises :class:`MisuseError` naming its type."""
-        # plain stores around the calls, as an interrupt may land at any call's entry or
-        # return: a chunk lent is given back by this frame's finally, or else (no longer
-        # lent) released by the next dequeue
+        # plain stores around the calls (an interrupt lands at a call's entry or return)
         path = self._path
         taken, load = path.taken, path.load_inline
         path.load_inline = taken.lend
@@ -89,7 +88,7 @@ class LocalReader(QueueReader):
         finally:
             path.load_inline = load
         if not taken.lent:  # not in one chunk: as a remote reader's, bytes or refused
-            with self._bytes_view(got) as view:
+            with bytes_view(self._who(), got) as view:
                 yield view
             return
         try:

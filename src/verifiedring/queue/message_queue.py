@@ -93,6 +93,17 @@ def busy(who: str, call: str) -> BusyError:
     )
 
 
+def bytes_view(who: str, obj: Any) -> memoryview:
+    """A dequeued object as ``acquire_read`` yields it to reader ``who``: ``bytes``
+    read-only, else :class:`MisuseError` (the message was consumed)."""
+    if not isinstance(obj, (bytes, bytearray)):
+        raise MisuseError(
+            f"{who}: acquire_read() got an object of type {type(obj).__qualname__}"
+            ", not the bytes of an acquire_write(); it was consumed (use dequeue())"
+        )
+    return memoryview(obj).toreadonly()
+
+
 _End = TypeVar("_End", bound="MessageQueue")
 
 
@@ -289,18 +300,8 @@ class MessageQueue:
         :meth:`.LocalReader.acquire_read`): the next message's bytes, read-only. The
         message must have been written with :meth:`acquire_write` (or be a ``bytes``);
         any other object is consumed and raises :class:`MisuseError` naming its type."""
-        with self._bytes_view(self.dequeue(timeout, indefinite=indefinite)) as buf:
+        with bytes_view(self._who(), self.dequeue(timeout, indefinite=indefinite)) as buf:
             yield buf
-
-    def _bytes_view(self, obj: Any) -> memoryview:
-        """A dequeued object as acquire_read yields it: ``bytes`` read-only, else
-        :class:`MisuseError` (the message was consumed)."""
-        if not isinstance(obj, (bytes, bytearray)):
-            raise MisuseError(
-                f"{self._who()}: acquire_read() got an object of type {type(obj).__qualname__}"
-                ", not the bytes of an acquire_write(); it was consumed (use dequeue())"
-            )
-        return memoryview(obj).toreadonly()
 
     def broadcast_object(self, obj: Any = None) -> Any:
         """Writer: enqueue ``obj`` and return it. Reader: return the next object."""
