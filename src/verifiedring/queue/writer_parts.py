@@ -79,11 +79,10 @@ def build_writer_parts(
         control = WriterControl(life, local, remote, peers, shape.local_ranks, observer)
         cuts = CutCalls(life, local, remote, runs, control)
         path = WriterPath(life, local, remote, runs, serializer, control, cuts, observer,
-                          shape.layout.max_chunk_bytes)
+                          shape.layout.max_chunk_bytes, log_interval)
     except BaseException:
         close_transmitters(local, remote, shape.remote.linger_ms)
         raise
-    path.log_interval = log_interval
     return WriterParts(local, remote, control, path)
 
 

@@ -46,7 +46,7 @@ class WriterPath:
         self, life: WriterLifecycle, local: LocalTransmitter | None,
         remote: RemoteTransmitter | None, runs: RunSender | None, serializer: Serializer,
         control: WriterControl, cuts: CutCalls, observer: QueueObserver | None,
-        max_chunk_bytes: int,
+        max_chunk_bytes: int, log_interval: float,
     ) -> None:
         self._life = life
         self._local = local
@@ -67,7 +67,7 @@ class WriterPath:
         #: While the writer waits: a reader that left breaks it for good.
         self._watch: Callable[[], None] = control.watch
         #: Seconds between two stall lines of a wait for credit (the end's setter).
-        self.log_interval = 0.0
+        self.log_interval = log_interval
         # Invariant: a thread is inside enqueue or acquire_write.
         self._busy = False
 
