@@ -273,9 +273,18 @@ def test_action_tables_name_each_actions_code_site() -> None:
 
 def defined_names(path: Path) -> set[str]:
     """What ``path`` defines: functions and classes by name, and ``Class.member`` for
-    methods, class attributes and ``self.<attr>`` stores in its classes."""
+    methods, class attributes and ``self.<attr>`` stores in its classes (a metaclass's
+    members, called on the class, for each class of the file built by it too)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    methods = {c.name: {f.name for f in c.body if isinstance(f, ast.FunctionDef)}
+               for c in classes}
+    for node in classes:
+        for meta in (k.value for k in node.keywords if k.arg == "metaclass"):
+            if isinstance(meta, ast.Name):
+                names |= {f"{node.name}.{m}" for m in methods.get(meta.id, ())}
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         if not isinstance(node, ast.ClassDef):

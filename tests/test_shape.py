@@ -84,15 +84,7 @@ MAX_HIERARCHY_LINES = 400
 MAX_HIERARCHY_ATTRIBUTES = 20
 
 #: ``path::Class`` -> (hierarchy lines, instance attributes) when listed
-PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {
-    # issue 29 (5.1, 5.2): compat's role subclasses, each a core end (within the limits)
-    # plus vLLM's attribute surface (VllmQueue's and the role's own, 84-86 lines)
-    "compat/attributes.py::VllmLocalReader": (481, 22),
-    "compat/attributes.py::VllmRemoteReader": (410, 15),
-    "compat/attributes.py::VllmWriter": (471, 19),
-    # the reader cursor: ReaderSide and Cursor beneath it, one attribute over
-    "cursors.py::ReaderCursor": (269, 21),
-}
+PENDING_HIERARCHIES: dict[str, tuple[int, int]] = {}
 
 _Key = tuple[str, str]  # (module path under src/verifiedring, class name)
 

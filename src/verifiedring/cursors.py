@@ -256,6 +256,11 @@ class WriterCursor(WriterSide):
 class ReaderCursor(ReaderSide):
     """Local reader ``reader`` of a ring. Use ``with r.acquire_read() as buf:``."""
 
+    #: The longest a wait's first block lasts, and the longest a later one lasts (each
+    #: at most twice the one before); an instance may set its own.
+    max_block: float = MAX_BLOCK
+    max_idle_block: float = MAX_IDLE_BLOCK
+
     def __init__(
         self,
         views: RingViews,
@@ -268,12 +273,8 @@ class ReaderCursor(ReaderSide):
         self.reader = reader
         self.actor = reader_actor(reader)
         self._own = views.layout.read_flag_position(reader)
-        #: How long a wait spins (:attr:`spin_seconds`; ``pace.longest`` the most), the
-        #: longest its first block lasts, and the longest a later one lasts (each at
-        #: most twice the one before).
+        #: How long a wait spins (:attr:`spin_seconds`; ``pace.longest`` the most).
         self.pace = Pace(SPIN_SECONDS)
-        self.max_block = MAX_BLOCK
-        self.max_idle_block = MAX_IDLE_BLOCK
         #: What this reader's waits block in (pass it to ``wait_for``): itself, where
         #: the futex is available and ``wake_on_publish``; else ``None`` (doubling sleep).
         futex = wake_on_publish and SLEEP_KIND == "futex"

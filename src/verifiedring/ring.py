@@ -110,6 +110,12 @@ class ShmRingBuffer:
         return (ShmRingBuffer.attach, (self.handle(),))
 
     @property
+    def segment(self) -> SharedSegment:
+        """The mapped segment (``name``, ``buf``, ``size``): storing into it bypasses
+        the protocol."""
+        return self._segment
+
+    @property
     def name(self) -> str:
         return self._segment.name
 

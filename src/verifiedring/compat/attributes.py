@@ -4,7 +4,7 @@ vLLM's attributes, read-only, over the core's own state.
 As pyzmq's sugar subclasses its backend, :class:`VllmQueue` (``compat.vllm.MessageQueue``)
 subclasses :class:`verifiedring.queue.MessageQueue`: its constructor builds a
 :class:`VllmWriter`, its ``create_from_handle`` a :class:`VllmLocalReader` or a
-:class:`VllmRemoteReader` (its role map, :meth:`VllmQueue._role_classes`). Each is a
+:class:`VllmRemoteReader` (its role map, :meth:`VllmEntry.roles`). Each is a
 subclass of the core role *and* of :class:`VllmQueue`, so ``isinstance(q,
 verifiedring.MessageQueue)`` holds and the core classes are never changed: importing this
 module changes nothing for other users of the process. A core attribute of the same name
@@ -40,8 +40,9 @@ reader, vLLM's layout) and its data bytes. Storing into them bypasses the protoc
 in vLLM; they are for inspection. A queue's ring is shown as a :class:`VllmRingBuffer`
 over the same state (:meth:`VllmRingBuffer.over`).
 
-The subclasses read the state of the core role they extend (its ring, cursor and
-sockets), so a rename there fails here at type-check time.
+Every attribute reads the end's public read surface, :attr:`MessageQueue.parts
+<verifiedring.queue.message_queue.MessageQueue.parts>` (its ring, cursor, sockets, arena
+and per-message path): nothing here reads a private name of the core.
 """
 
 from __future__ import annotations
@@ -54,16 +55,14 @@ from collections.abc import Iterator, Sized
 from typing import Any
 
 from ..errors import CancelledError, MisuseError, RingTimeoutError
-from ..queue import Handle, readiness
+from ..queue import readiness
 from ..queue.local_reader import LocalReader
-from ..queue.message_queue import MessageQueue, RoleClasses
+from ..queue.message_queue import MessageQueue, QueueEntry, RoleClasses
 from ..queue.remote_reader import RemoteReader
 from ..queue.writer import QueueWriter
 from ..ring import ShmRingBuffer
-from ..shm import SharedSegment
-from ..steps import QueueObserver
 from . import spin
-from .tensor_arena import ShmTensorArena, drop_facade, facade_of
+from .tensor_arena import drop_facade, facade_of
 
 __all__ = ["VllmLocalReader", "VllmQueue", "VllmRemoteReader", "VllmRingBuffer", "VllmWriter",
            "recv"]
@@ -94,9 +93,7 @@ class VllmRingBuffer(ShmRingBuffer):
     data_offset = property(lambda self: self.layout.data_offset(0))
     metadata_offset = property(lambda self: self.layout.flags_offset(0))
 
-    @property
-    def shared_memory(self) -> SharedSegment:
-        return self._segment
+    shared_memory = property(lambda self: self.segment)
 
     @contextlib.contextmanager
     def get_data(self, idx: int) -> Iterator[memoryview]:
@@ -116,6 +113,22 @@ class VllmRingBuffer(ShmRingBuffer):
 _SHOWN: weakref.WeakKeyDictionary[ShmRingBuffer, VllmRingBuffer] = weakref.WeakKeyDictionary()
 
 
+def _ring_view(ring: ShmRingBuffer | None) -> VllmRingBuffer | None:
+    return None if ring is None else VllmRingBuffer.over(ring)
+
+
+def _drop_arena(queue: MessageQueue, value: Any) -> None:
+    """``mq.tensor_arena = None`` (vLLM's way to drop the arena): the queue's arena stays
+    (its messages still decode), but its ``ShmTensorArena`` is let go, so a reader's
+    ``_TENSOR_ARENAS`` entry vanishes once nothing else references it; ``tensor_arena``
+    is ``None`` from then on."""
+    if value is not None:
+        raise MisuseError(f"{queue!r}: tensor_arena can only be set to None")
+    arena = queue.parts.arena
+    if arena is not None:
+        drop_facade(arena)
+
+
 def recv(socket: Any, timeout: float | None) -> Any:
     """vLLM's static ``MessageQueue.recv``: the next multipart message on the zmq
     ``socket``, unpickled with its other parts as out-of-band buffers. ``timeout``
@@ -128,38 +141,32 @@ def recv(socket: Any, timeout: float | None) -> Any:
     return pickle.loads(first, buffers=rest)
 
 
-class VllmQueue(MessageQueue):
+class VllmEntry(QueueEntry):
+    """``compat.vllm.MessageQueue``'s entry: its constructor and ``create_from_*`` build
+    vLLM's role classes."""
+
+    def roles(cls) -> RoleClasses:
+        return RoleClasses(VllmWriter, VllmLocalReader, VllmRemoteReader)
+
+
+class VllmQueue(MessageQueue, metaclass=VllmEntry):
     """vLLM's ``MessageQueue``: the role-generic attributes (the table above)."""
 
     recv = staticmethod(recv)
     ReadTimeoutWithWarnings = spin.ReadTimeoutWithWarnings
-    n_reader: int  # set by each core role
-    n_local_reader: int
-
-    @classmethod
-    def _role_classes(cls) -> RoleClasses:
-        return RoleClasses(VllmWriter, VllmLocalReader, VllmRemoteReader)
-
-    @classmethod
-    def create_from_handle(
-        cls, handle: Handle, rank: int, *, observer: QueueObserver | None = None
-    ) -> VllmQueue:
-        """The core's (a reader of this role map), typed as vLLM's queue."""
-        reader = super().create_from_handle(handle, rank, observer=observer)
-        assert isinstance(reader, VllmQueue)  # _role_classes' readers are
-        return reader
 
     _is_writer = property(lambda self: self.is_writer)
     _is_local_reader = property(lambda self: self.is_local_reader)
     _is_remote_reader = property(lambda self: self.is_remote_reader)
     n_remote_reader = property(lambda self: self.n_reader - self.n_local_reader)
-    handle = property(lambda self: self._handle)
-    buffer: Any = property(lambda self: None)
-    current_idx = property(lambda self: -1)
-    local_reader_rank = property(lambda self: -1)
-    local_socket: Any = property(lambda self: None)
-    remote_socket: Any = property(lambda self: None)
-    tensor_arena: Any = property(lambda self: None)
+    handle = property(lambda self: self.export_handle())
+    buffer = property(lambda self: _ring_view(self.parts.ring))
+    current_idx = property(lambda self: -1 if (c := self.parts.cursor) is None else c.index)
+    local_reader_rank = property(
+        lambda self: self.local_reader_ranks.index(self.rank) if self.is_local_reader else -1)
+    local_socket = property(lambda self: self.parts.local_socket)
+    remote_socket = property(lambda self: self.parts.remote_socket)
+    tensor_arena = property(lambda self: facade_of(self.parts.arena), _drop_arena)
     _spin_condition: Any = property(lambda self: None)
 
     def readable(self) -> bool:
@@ -186,34 +193,9 @@ class VllmWriter(QueueWriter, VllmQueue):
 
     _spin: spin.WriterSpinCondition | None = None
 
-    handle = property(lambda self: self.export_handle())
-
-    @property
-    def buffer(self) -> VllmRingBuffer | None:
-        local = self._local
-        return None if local is None else VllmRingBuffer.over(local.ring)
-
-    @property
-    def current_idx(self) -> int:
-        return -1 if self._local is None else self._local.cursor.index
-
-    @property
-    def local_socket(self) -> Any:
-        return None if self._local is None else self._local.frames.endpoint.socket
-
-    @property
-    def remote_socket(self) -> Any:
-        return None if self._remote is None else self._remote.socket
-
-    @property
-    def tensor_arena(self) -> ShmTensorArena | None:
-        return None if self._local is None else facade_of(self._local.arena)
-
     @property
     def _spin_condition(self) -> spin.WriterSpinCondition | None:
-        if self._local is None:
-            return None
-        if self._spin is None:
+        if self._spin is None and self.n_local_reader:
             self._spin = spin.WriterSpinCondition()
         return self._spin
 
@@ -221,39 +203,9 @@ class VllmWriter(QueueWriter, VllmQueue):
 class VllmLocalReader(LocalReader, VllmQueue):
     """vLLM's local reader."""
 
-    _spin: spin.SpinCondition | None = None
-    _arena_dropped = False
-
-    buffer = property(lambda self: VllmRingBuffer.over(self._ring))
-    current_idx = property(lambda self: self._cursor.index)
-    local_reader_rank = property(lambda self: self.local_reader_ranks.index(self.rank))
-    local_socket = property(lambda self: self._path.socket)
-
-    @property
-    def _spin_condition(self) -> spin.SpinCondition:
-        """The reader's SpinCondition, made and plugged into its waits on the first read."""
-        if self._spin is None:
-            self._spin = spin.SpinCondition.plug_into(self._cursor)
-            self._path.on_read = self._spin.record_read
-        return self._spin
-
-    @property
-    def tensor_arena(self) -> ShmTensorArena | None:
-        return None if self._arena_dropped else facade_of(self._arena)
-
-    @tensor_arena.setter
-    def tensor_arena(self, value: Any) -> None:
-        """``mq.tensor_arena = None`` (vLLM's way to drop the arena): the queue's arena
-        stays (its messages still decode), but its ``ShmTensorArena`` is let go, so the
-        ``_TENSOR_ARENAS`` entry vanishes once nothing else references it."""
-        if value is not None:
-            raise MisuseError(f"{self._who()}: tensor_arena can only be set to None")
-        self._arena_dropped = True
-        if self._arena is not None:
-            drop_facade(self._arena)
+    _spin_condition = property(
+        lambda self: spin.SpinCondition.plugged_into(self.parts.cursor, self.parts.path))
 
 
 class VllmRemoteReader(RemoteReader, VllmQueue):
     """vLLM's remote reader."""
-
-    remote_socket = property(lambda self: self._path.socket)

@@ -24,6 +24,7 @@ from typing import Any
 import zmq
 
 from ..errors import MisuseError, RingTimeoutError
+from ..queue.local_path import LocalPath
 from ..ring import ReaderCursor
 from ..waiting import Deadline, StallLog, block_seconds, to_ms
 
@@ -106,11 +107,15 @@ class SpinCondition:
     spin_seconds = 0.0
 
     @classmethod
-    def plug_into(cls, cursor: ReaderCursor) -> SpinCondition:
-        """A SpinCondition plugged into ``cursor``'s waits (:meth:`ReaderCursor.use_sleeper`):
-        it blocks in the futex where the cursor did, else naps."""
+    def plugged_into(cls, cursor: ReaderCursor, path: LocalPath) -> SpinCondition:
+        """The SpinCondition of a local reader's ``cursor``, plugged on the first call into
+        its waits (:meth:`ReaderCursor.use_sleeper`: it blocks in the futex where the
+        cursor did, else naps) and into its ``path``'s reads (:meth:`record_read`)."""
+        if isinstance(cursor.sleeper, cls):
+            return cursor.sleeper
         cond = cls(cursor, futex=cursor.sleeper is not None)
         cursor.use_sleeper(cond)
+        path.on_read = cond.record_read
         return cond
 
     def __init__(self, cursor: ReaderCursor, futex: bool) -> None:

@@ -43,6 +43,8 @@ __all__ = ["_ARENA_MIN_BYTES", "_TENSOR_ARENAS", "ShmTensorArena", "_ArenaPickle
 _FACADES: weakref.WeakKeyDictionary[ArenaWriter | ArenaReader, ShmTensorArena] = (
     weakref.WeakKeyDictionary()
 )
+#: Queue arenas whose facade was dropped (``mq.tensor_arena = None``).
+_DROPPED: weakref.WeakSet[ArenaWriter | ArenaReader] = weakref.WeakSet()
 #: Reader arenas by segment name, for the ``_ArenaPickler`` stubs' rebuild.
 _TENSOR_ARENAS: weakref.WeakValueDictionary[str, ShmTensorArena] = (
     weakref.WeakValueDictionary()
@@ -186,8 +188,8 @@ def _next_seq_of(owner: ShmTensorArena) -> Any:
 
 def facade_of(arena: ArenaWriter | ArenaReader | None) -> ShmTensorArena | None:
     """The one :class:`ShmTensorArena` over a queue's ``arena`` (made on first use;
-    a reader's is entered in ``_TENSOR_ARENAS``)."""
-    if arena is None:
+    a reader's is entered in ``_TENSOR_ARENAS``); ``None`` once dropped."""
+    if arena is None or arena in _DROPPED:
         return None
     made = _FACADES.get(arena)
     if made is None:
@@ -198,7 +200,9 @@ def facade_of(arena: ArenaWriter | ArenaReader | None) -> ShmTensorArena | None:
 
 
 def drop_facade(arena: ArenaWriter | ArenaReader) -> None:
-    """Let ``arena``'s :class:`ShmTensorArena` go (the next :func:`facade_of` makes a new one)."""
+    """Let ``arena``'s :class:`ShmTensorArena` go, for good (:func:`facade_of` gives
+    ``None`` from then on)."""
+    _DROPPED.add(arena)
     _FACADES.pop(arena, None)
 
 

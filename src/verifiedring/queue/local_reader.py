@@ -20,7 +20,7 @@ from ..ring import RingHandle, ShmRingBuffer
 from ..steps import QueueObserver, reader_actor
 from .handle import Handle, check_ipc, check_segment, check_tag
 from .local_path import LocalPath
-from .message_queue import bytes_view
+from .message_queue import EndParts, bytes_view
 from .reader import QueueReader, subscribe
 from .readiness import local_spin_until_readable
 from .sockets import Signer
@@ -63,6 +63,11 @@ class LocalReader(QueueReader):
             self._ring.close()
             raise
         self._closed = False
+
+    @property
+    def parts(self) -> EndParts:
+        return EndParts(self._ring, self._cursor, self._path.socket, None, self._arena,
+                        self._path)
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError

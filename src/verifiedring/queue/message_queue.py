@@ -60,6 +60,9 @@ from .handle import Handle, check_attach
 from .lifecycle import Lifecycle, WriterState, refusal
 
 if TYPE_CHECKING:
+    from ..arena import ArenaReader, ArenaWriter
+    from ..cursor_base import Cursor
+    from ..ring import ShmRingBuffer
     from .local_reader import LocalReader
     from .remote_reader import RemoteReader
     from .writer import QueueWriter
@@ -104,7 +107,35 @@ def bytes_view(who: str, obj: Any) -> memoryview:
     return memoryview(obj).toreadonly()
 
 
+def forwarded(part: str, name: str) -> Any:
+    """An end's attribute kept by its part ``part`` (the end's attribute holding it) as
+    ``name``: read and written through, so the part sees every store at once."""
+    return property(lambda end: getattr(getattr(end, part), name),
+                    lambda end, value: setattr(getattr(end, part), name, value))
+
+
 _End = TypeVar("_End", bound="MessageQueue")
+#: The class a ``create_from_*`` call is made on (an entry class of :class:`QueueEntry`).
+_Made = TypeVar("_Made")
+
+
+class EndParts(NamedTuple):
+    """What an end holds, for reading (compat's vLLM attributes, a debugger): each part
+    ``None`` where the end has none. Storing into a part bypasses the protocol."""
+
+    #: The ring: the writer's (with local readers) or a local reader's.
+    ring: ShmRingBuffer | None
+    #: Its cursor on the ring: ``index`` is the next chunk it writes or reads.
+    cursor: Cursor | None
+    #: The local ipc socket: the writer's XPUB, a local reader's SUB.
+    local_socket: zmq.Socket[Any] | None
+    #: The TCP socket: the writer's XPUB, a remote reader's SUB.
+    remote_socket: zmq.Socket[Any] | None
+    #: The tensor arena: the writer's, or a local reader's half.
+    arena: ArenaWriter | ArenaReader | None
+    #: The per-message path (a :class:`~.writer_path.WriterPath`,
+    #: :class:`~.local_path.LocalPath` or :class:`~.remote_path.RemotePath`).
+    path: object
 
 
 class RoleClasses(NamedTuple):
@@ -124,7 +155,56 @@ def core_roles() -> RoleClasses:
     return RoleClasses(QueueWriter, LocalReader, RemoteReader)
 
 
-class MessageQueue:
+class QueueEntry(type):
+    """How ends are made: vLLM's calls of the class ``MessageQueue`` itself, never of an
+    end. ``MessageQueue(n_reader, n_local_reader, ...)`` builds the writer; the
+    ``create_from_*`` calls attach readers or build every rank's end of a process group.
+    Each builds the classes of its entry class's role map (:meth:`roles`: compat's names
+    its own)."""
+
+    def roles(cls) -> RoleClasses:
+        """The role map of this entry class: what its constructor and
+        :meth:`create_from_handle` build."""
+        return core_roles()
+
+    def create_from_handle(
+        cls: type[_Made], handle: Handle, rank: int, *, observer: QueueObserver | None = None
+    ) -> _Made:
+        """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``.
+        ``observer`` sees every protocol step from the subscription on (traces)."""
+        check_attach(handle, rank)
+        assert isinstance(cls, QueueEntry)  # self-typed for its callers: an entry's class
+        roles = cls.roles()
+        made = (roles.local if rank in handle.local_reader_ranks else roles.remote)(
+            handle, rank, observer)
+        assert isinstance(made, cls)  # a role map's classes subclass its entry class
+        return made
+
+    def create_from_process_group(
+        cls: type[_Made], pg: Any, max_chunk_bytes: int, max_chunks: int, writer_rank: int = 0,
+        external_writer_handle: Handle | None = None, blocking: bool = True,
+    ) -> _Made:
+        """Every rank of ``pg`` calls this; see :mod:`verifiedring.distributed.group`."""
+        from ..distributed import group  # the torch layer, at call time only
+
+        queue: _Made = group.create_from_process_group(
+            cls, pg, max_chunk_bytes, max_chunks, writer_rank, external_writer_handle, blocking
+        )
+        return queue
+
+    def create_from_process_group_single_reader(
+        cls: type[_Made], pg: Any, max_chunk_bytes: int, max_chunks: int, reader_rank: int = 0,
+        blocking: bool = False,
+    ) -> tuple[_Made, list[Handle]]:
+        """Every rank writes to one reader; see :mod:`verifiedring.distributed.group`."""
+        from ..distributed import group  # the torch layer, at call time only
+
+        made: tuple[_Made, list[Handle]] = group.create_from_process_group_single_reader(
+            cls, pg, max_chunk_bytes, max_chunks, reader_rank, blocking)
+        return made
+
+
+class MessageQueue(metaclass=QueueEntry):
     """One end of a broadcast queue: the writer, a local reader or a remote reader."""
 
     is_writer: ClassVar[bool] = False
@@ -142,15 +222,11 @@ class MessageQueue:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> MessageQueue:
         if not (cls.is_writer or cls.is_local_reader or cls.is_remote_reader):
-            return object.__new__(cls._role_classes().writer)  # vLLM's: builds the writer
+            return object.__new__(cls.roles().writer)  # an entry class: vLLM's, the writer
         return object.__new__(cls)
 
-    @classmethod
-    def _role_classes(cls) -> RoleClasses:
-        """The role map of this entry class: what its constructor and
-        :meth:`create_from_handle` build (a subclass, compat's, names its own)."""
-        return core_roles()
-
+    n_reader: int
+    n_local_reader: int
     max_chunk_bytes: int
     #: Seconds between two stall lines of one wait.
     log_interval: float
@@ -183,50 +259,16 @@ class MessageQueue:
         self.shutting_down = False
         return interval
 
-    # --- construction of readers ---------------------------------------------
-
-    @classmethod
-    def create_from_handle(
-        cls, handle: Handle, rank: int, *, observer: QueueObserver | None = None
-    ) -> MessageQueue:
-        """Attach reader ``rank``: local if it is in ``handle.local_reader_ranks``.
-        ``observer`` sees every protocol step from the subscription on (traces)."""
-        check_attach(handle, rank)
-        roles = cls._role_classes()
-        if rank in handle.local_reader_ranks:
-            return roles.local(handle, rank, observer)
-        return roles.remote(handle, rank, observer)
-
-    @classmethod
-    def create_from_process_group(
-        cls, pg: Any, max_chunk_bytes: int, max_chunks: int, writer_rank: int = 0,
-        external_writer_handle: Handle | None = None, blocking: bool = True,
-    ) -> MessageQueue:
-        """Every rank of ``pg`` calls this; see :mod:`verifiedring.distributed.group`."""
-        from ..distributed import group  # the torch layer, at call time only
-
-        queue: MessageQueue = group.create_from_process_group(
-            cls, pg, max_chunk_bytes, max_chunks, writer_rank, external_writer_handle, blocking
-        )
-        return queue
-
-    @classmethod
-    def create_from_process_group_single_reader(
-        cls, pg: Any, max_chunk_bytes: int, max_chunks: int, reader_rank: int = 0,
-        blocking: bool = False,
-    ) -> tuple[MessageQueue, list[Handle]]:
-        """Every rank writes to one reader; see :mod:`verifiedring.distributed.group`."""
-        from ..distributed import group  # the torch layer, at call time only
-
-        made: tuple[MessageQueue, list[Handle]] = group.create_from_process_group_single_reader(
-            cls, pg, max_chunk_bytes, max_chunks, reader_rank, blocking)
-        return made
-
     # --- the calls of every role ------------------------------------------------
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def parts(self) -> EndParts:
+        """What this end holds, for reading (:class:`EndParts`)."""
+        raise NotImplementedError
 
     def _who(self) -> str:
         raise NotImplementedError

@@ -20,7 +20,7 @@ from ..waiting import Deadline
 from .curve import CurveKeys
 from .handle import Handle, check_attach
 from .lifecycle import ReaderLifecycle, ReaderState
-from .message_queue import MessageQueue
+from .message_queue import MessageQueue, forwarded
 from .outcomes import ReaderOutcomes
 from .reader_path import ReaderPath
 from .reader_waits import Cancel, ReaderWaits
@@ -78,23 +78,10 @@ class QueueReader(MessageQueue):
     def _who(self) -> str:
         return reader_name(self.channel, self.rank)
 
-    @property
-    def shutting_down(self) -> bool:
-        """vLLM's flag, set by :meth:`shutdown` (from any thread)."""
-        return self._waits.shutting_down
-
-    @shutting_down.setter
-    def shutting_down(self, value: bool) -> None:
-        self._waits.shutting_down = value
-
-    @property
-    def log_interval(self) -> float:
-        """Seconds between two stall lines of one wait."""
-        return self._waits.log_interval
-
-    @log_interval.setter
-    def log_interval(self, seconds: float) -> None:
-        self._waits.log_interval = seconds
+    #: vLLM's flag, set by :meth:`shutdown` (from any thread): kept by the reader's waits.
+    shutting_down: bool = forwarded("_waits", "shutting_down")
+    #: Seconds between two stall lines of one wait: kept by the reader's waits.
+    log_interval: float = forwarded("_waits", "log_interval")
 
     def export_handle(self) -> Handle:
         """The handle this reader attached with (vLLM hands it on)."""

@@ -11,6 +11,7 @@ from collections.abc import Sized
 
 from ..steps import QueueObserver, reader_actor
 from .handle import Handle, check_tag, remote_part
+from .message_queue import EndParts
 from .reader import QueueReader, reader_name, subscribe
 from .readiness import remote_poll_ms
 from .remote_link import MONITORED_EVENTS, RemoteLink
@@ -46,6 +47,10 @@ class RemoteReader(QueueReader):
             sock.close(linger=0)
             raise
         self._closed = False
+
+    @property
+    def parts(self) -> EndParts:
+        return EndParts(None, None, None, self._path.socket, None, self._path)
 
     def spin_until_readable(self, pending: Sized, deadline: float) -> None:
         """vLLM 0.34's short wait on a remote reader: unless ``pending`` is non-empty,

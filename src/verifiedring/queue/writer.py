@@ -31,7 +31,7 @@ from . import wire
 from .curve import DEFAULT_HEARTBEAT_TIMEOUT
 from .handle import Handle, check_counts, ring_tag
 from .lifecycle import WriterLifecycle
-from .message_queue import MessageQueue
+from .message_queue import EndParts, MessageQueue
 from .serialization import ArenaOptions
 from .sockets import Signer, bind_address, new_key
 from .transmitters import DEFAULT_LINGER, DEFAULT_REMOTE_WINDOW, RemoteOptions
@@ -55,6 +55,27 @@ def _large_objects_mode(large_objects: str | None) -> str:
     if large_objects not in LARGE_OBJECT_MODES:
         raise MisuseError(f"{where}: must be one of {LARGE_OBJECT_MODES}")
     return large_objects
+
+
+def _checked_shape(  # noqa: PLR0913 -- the constructor's options, checked
+    n_reader: int, n_local_reader: int, local_reader_ranks: list[int] | None,
+    max_chunk_bytes: int, max_chunks: int, connect_ip: str | None, remote: RemoteOptions,
+    arena: ArenaOptions | None, large_objects: str | None,
+) -> WriterShape:
+    """The shape the constructor's options ask for, each checked before any resource
+    is held: the counts and ranks, the remote address (this host's, as vLLM's, when
+    none is given; never a wildcard), the chunk size, the room for the ring."""
+    stream = _large_objects_mode(large_objects) == "stream"
+    ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
+    if n_reader > n_local_reader:
+        if connect_ip is None:
+            connect_ip = writer_connect_ip()  # as vLLM: VLLM_HOST_IP, ...
+        bind_address(connect_ip)  # refuses wildcard addresses
+    layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
+    wire.check_chunk_bytes(max_chunk_bytes)
+    if n_local_reader:
+        preflight(room_at_create(layout, reserve_policy(None)))
+    return WriterShape(n_reader, ranks, layout, remote, arena, connect_ip or "", stream)
 
 
 class QueueWriter(MessageQueue):
@@ -91,27 +112,18 @@ class QueueWriter(MessageQueue):
         (:mod:`.flavors.run`), or ``"socket"``, as a frame on the local socket after an
         overflow marker (default: ``$VERIFIEDRING_LARGE_OBJECTS``, else "socket").
         ``observer`` sees every protocol step (traces)."""
-        large_objects = _large_objects_mode(large_objects)
-        ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
-        n_remote = n_reader - n_local_reader
-        if n_remote and connect_ip is None:
-            connect_ip = writer_connect_ip()  # as vLLM: this host's address (VLLM_HOST_IP, ...)
-        if n_remote:
-            bind_address(connect_ip or "")  # refuses wildcard addresses before any resource
         remote = RemoteOptions(remote_window, linger, heartbeat_timeout)
-        layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
-        wire.check_chunk_bytes(max_chunk_bytes)
-        if n_local_reader:
-            preflight(room_at_create(layout, reserve_policy(None)))
+        arena = ArenaOptions(arena_slots, arena_slot_bytes) if enable_shm_tensor_arena else None
+        shape = _checked_shape(n_reader, n_local_reader, local_reader_ranks, max_chunk_bytes,
+                               max_chunks, connect_ip, remote, arena, large_objects)
         self.n_reader = n_reader
         self.n_local_reader = n_local_reader
-        self.local_reader_ranks = ranks
+        self.local_reader_ranks = shape.local_ranks
         self.max_chunk_bytes = max_chunk_bytes
         self.max_chunks = max_chunks
         self.remote_window = remote_window
-        self.large_objects = large_objects
+        self.large_objects = "stream" if shape.stream else "socket"
         self._observer = observer
-        arena = ArenaOptions(arena_slots, arena_slot_bytes) if enable_shm_tensor_arena else None
         self._key = new_key()
         self._linger_ms = remote.linger_ms
         #: The writer's state, reason, next sequence number and what its readers are
@@ -120,8 +132,6 @@ class QueueWriter(MessageQueue):
         if observer is not None:
             self._life.watch()
         interval = self._open()
-        shape = WriterShape(n_reader, ranks, layout, remote, arena, connect_ip or "",
-                            large_objects == "stream")
         parts = build_writer_parts(shape, self._ctx, self._key, self._life, observer,
                                    interval)
         self._local, self._remote = parts.local, parts.remote
@@ -141,6 +151,15 @@ class QueueWriter(MessageQueue):
         self._path.log_interval = seconds
         if self._local is not None:
             self._local.cursor.log_interval = seconds
+
+    @property
+    def parts(self) -> EndParts:
+        local, remote = self._local, self._remote
+        if local is None:
+            return EndParts(None, None, None, None if remote is None else remote.socket, None,
+                            self._path)
+        return EndParts(local.ring, local.cursor, local.frames.endpoint.socket,
+                        None if remote is None else remote.socket, local.arena, self._path)
 
     @property
     def rejected_frames(self) -> int:
