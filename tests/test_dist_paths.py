@@ -60,7 +60,7 @@ def plan_round_trip(sender: Any, receiver: Any) -> Any:
 
 def test_typed_keys_int_dot_tuple() -> None:
     sender = {128: 1, "128": 2, "a.b": {"c.d": 3}, (1, "x"): 4, None: 5}
-    receiver = {"128": 0}
+    receiver: dict[Any, int] = {"128": 0}
     got = refill(sender, receiver)
     assert got is receiver
     assert_mirrors(sender, got)

@@ -42,7 +42,7 @@ def test_host_identity_and_connect_ip_overrides(monkeypatch: pytest.MonkeyPatch)
     assert writer_connect_ip().count(".") == 3
 
 
-def meta(n: int, dtype: torch.dtype = torch.float32, device: str = "cpu") -> TensorMeta:
+def meta(n: int, dtype: Any = torch.float32, device: str = "cpu") -> TensorMeta:
     return TensorMeta(dtype, (n,), device)
 
 

@@ -271,19 +271,22 @@ def test_action_tables_name_each_actions_code_site() -> None:
     fail_if(problems, "spec/'s action tables and the code disagree")
 
 
+def metaclass_members(tree: ast.AST) -> set[str]:
+    """``Class.member`` for each member of a class's metaclass defined in the same tree."""
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    methods = {c.name: {f.name for f in c.body if isinstance(f, ast.FunctionDef)}
+               for c in classes}
+    return {f"{cls.name}.{m}" for cls in classes for k in cls.keywords
+            if k.arg == "metaclass" and isinstance(k.value, ast.Name)
+            for m in methods.get(k.value.id, ())}
+
+
 def defined_names(path: Path) -> set[str]:
     """What ``path`` defines: functions and classes by name, and ``Class.member`` for
     methods, class attributes and ``self.<attr>`` stores in its classes (a metaclass's
     members, called on the class, for each class of the file built by it too)."""
-    names: set[str] = set()
     tree = ast.parse(path.read_text())
-    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-    methods = {c.name: {f.name for f in c.body if isinstance(f, ast.FunctionDef)}
-               for c in classes}
-    for node in classes:
-        for meta in (k.value for k in node.keywords if k.arg == "metaclass"):
-            if isinstance(meta, ast.Name):
-                names |= {f"{node.name}.{m}" for m in methods.get(meta.id, ())}
+    names = metaclass_members(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)

@@ -216,8 +216,9 @@ def test_torch_is_never_imported_by_the_library() -> None:
 
 @pytest.mark.parametrize("chunk", [4 * MIB, 64 * 1024], ids=["ring-chunk", "overflow-frame"])
 def test_tensors_through_the_queue_arrive_exact_and_writable(chunk: int) -> None:
-    objs = [{"i": i, "t": pattern(i, MIB // 4), "h": pattern(i, 1000, torch.bfloat16)}
-            for i in range(5)]
+    objs: list[dict[str, Any]] = [
+        {"i": i, "t": pattern(i, MIB // 4), "h": pattern(i, 1000, torch.bfloat16)}
+        for i in range(5)]
     with MessageQueue(2, 2, max_chunk_bytes=chunk, max_chunks=2) as w:
         readers = [MessageQueue.create_from_handle(w.export_handle(), r) for r in range(2)]
         w.wait_until_ready(T)
@@ -479,7 +480,7 @@ def test_no_leftover_after_mq_is_none() -> None:
     r = MessageQueue.create_from_handle(w.export_handle(), 0)
     assert segment_exists(name)  # before the handshake: named
     del r
-    w = None  # what vLLM does: no reference cycle keeps the writer (no collection needed)
+    del w  # vLLM's `mq = None`: the last reference goes; no cycle keeps the writer (no GC)
     assert not segment_exists(name)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -639,7 +640,7 @@ def remote_reader_paused() -> Obs:
 
         def send(values: range) -> None:
             for i in values:
-                e = error_of(lambda i=i: w.enqueue(i, timeout=T))
+                e = error_of(functools.partial(w.enqueue, i, timeout=T))
                 if e["error"] is not None:
                     obs["writer_errors"].append(e)
 
@@ -1012,8 +1013,8 @@ def _altered_geometry(h: Handle) -> Obs:
         ("more chunks", dataclasses.replace(bh, max_chunks=bh.max_chunks * 2)),
         ("smaller chunks", dataclasses.replace(bh, max_chunk_bytes=bh.max_chunk_bytes // 2)),
     ]:
-        e = error_of(lambda new=new: MessageQueue.create_from_handle(
-            dataclasses.replace(h, buffer_handle=new), 0))
+        e = error_of(functools.partial(
+            MessageQueue.create_from_handle, dataclasses.replace(h, buffer_handle=new), 0))
         e["names_value"] = (f"max_chunk_bytes={new.max_chunk_bytes}" in e["message"]
                             and f"max_chunks={new.max_chunks}" in e["message"])
         e["total_bytes"] = (new.layout.total_bytes, bh.layout.total_bytes)
@@ -1049,9 +1050,10 @@ def bad_inputs() -> Obs:
     w = MessageQueue(2, 1, [0], connect_ip=LOOPBACK, max_chunk_bytes=1022, max_chunks=4)
     h = w.export_handle()
     for v in BAD_RANKS:
-        named(f"rank={v!r}", lambda v=v: MessageQueue.create_from_handle(h, v), v)
+        named(f"rank={v!r}", functools.partial(MessageQueue.create_from_handle, h, v), v)
     for v in BAD_TIMEOUTS:
-        named(f"writer wait_until_ready timeout={v!r}", lambda v=v: w.wait_until_ready(v), v)
+        named(f"writer wait_until_ready timeout={v!r}", functools.partial(w.wait_until_ready, v),
+              v)
     # altered geometry: same total size ((1022+2)*4 == (2046+2)*2), then other sizes
     obs.update(_altered_geometry(h))
     r0 = MessageQueue.create_from_handle(h, 0)
@@ -1059,25 +1061,27 @@ def bad_inputs() -> Obs:
     w.wait_until_ready(T)
     r0.wait_until_ready(T)
     for v in BAD_TIMEOUTS:
-        named(f"reader wait_until_ready timeout={v!r}", lambda v=v: r1.wait_until_ready(v), v)
+        named(f"reader wait_until_ready timeout={v!r}",
+              functools.partial(r1.wait_until_ready, v), v)
     r1.wait_until_ready(T)
     for v in BAD_TIMEOUTS:
-        named(f"enqueue timeout={v!r}", lambda v=v: w.enqueue("x", timeout=v), v)
-        named(f"local dequeue timeout={v!r}", lambda v=v: r0.dequeue(v), v)
-        named(f"remote dequeue timeout={v!r}", lambda v=v: r1.dequeue(v), v)
+        named(f"enqueue timeout={v!r}", functools.partial(w.enqueue, "x", timeout=v), v)
+        named(f"local dequeue timeout={v!r}", functools.partial(r0.dequeue, v), v)
+        named(f"remote dequeue timeout={v!r}", functools.partial(r1.dequeue, v), v)
     obs["usable after all"] = round_trip(w, [r0, r1], {"ok": 1}) and round_trip(
         w, [r0, r1], b"y" * 100_000
     )
     for q in (r0, r1, w):
         q.close()
     for v in BAD_CHUNK_BYTES:
-        named(f"max_chunk_bytes={v!r}", lambda v=v: MessageQueue(1, 1, max_chunk_bytes=v), v)
-        named(f"remote max_chunk_bytes={v!r}", lambda v=v: MessageQueue(
-            1, 0, max_chunk_bytes=v, connect_ip=LOOPBACK), v)
+        named(f"max_chunk_bytes={v!r}", functools.partial(MessageQueue, 1, 1, max_chunk_bytes=v),
+              v)
+        named(f"remote max_chunk_bytes={v!r}", functools.partial(
+            MessageQueue, 1, 0, max_chunk_bytes=v, connect_ip=LOOPBACK), v)
     before = _listeners()
     for ip in UNSPECIFIED_IPS:
-        named(f"connect_ip={ip!r}", lambda ip=ip: MessageQueue(
-            2, 1, connect_ip=ip, max_chunk_bytes=SMALL), ip)
+        named(f"connect_ip={ip!r}", functools.partial(
+            MessageQueue, 2, 1, connect_ip=ip, max_chunk_bytes=SMALL), ip)
         obs[f"connect_ip={ip!r}"]["listeners"] = [x for x in _listeners() if x not in before]
     obs["new queue usable"] = _new_queue_usable()
     obs["left_at_end"] = listing()

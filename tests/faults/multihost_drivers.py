@@ -32,6 +32,7 @@ from faults.drivers import (
 from stress.queue import Config, make_object, reader_main
 from verifiedring import MessageQueue
 from verifiedring.hosts import host_identity, writer_connect_ip
+from verifiedring.queue import QueueWriter
 from verifiedring.testing.launcher import Supervisor, Task, problems, run_tasks
 from verifiedring.testing.multihost import Site
 
@@ -119,6 +120,7 @@ def _across_hosts(rank: int, writer: int) -> Obs:
     assert q is not None
     out: Obs = {"rank": rank, "identity": host_identity(), "host": socket.gethostname()}
     if rank == writer:
+        assert isinstance(q, MessageQueue)  # the group's queue, not another channel
         h = q.export_handle()
         out["role"] = "writer"
         out["local_ranks"] = list(h.local_reader_ranks)
@@ -275,7 +277,7 @@ def writer_with_outsider(site: Site) -> Obs:
     """Host A: a writer with one remote reader on host B, where an outsider without the
     handle subscribes, floods and forges acks; every enqueue(timeout=1) is timed."""
     window = 8
-    w = MessageQueue(1, 0, connect_ip=writer_connect_ip(), remote_window=window)
+    w = QueueWriter(1, 0, connect_ip=writer_connect_ip(), remote_window=window)
     h = w.export_handle()
     site.put("handle", h)  # for the real reader
     site.put("addresses", (h.remote_subscribe_addr, h.remote_ack_addr))  # for the outsider
@@ -317,7 +319,7 @@ def outsider_host(site: Site) -> Obs:
         ackers = [outsider.socket(zmq.PUSH, ack_addr, keys=k) for k in (False, True)]
         outsider.flood(sub_addr, ack_addr)
         site.put("outsider up", True)
-        got = []
+        got: list[Any] = []
         deadline = time.monotonic() + T
         while len(got) < OUTSIDER_MESSAGES and time.monotonic() < deadline:
             for a in ackers:

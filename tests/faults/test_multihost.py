@@ -55,8 +55,9 @@ def _ok(readers: dict[str, Any], ranks: Sequence[int], n: int) -> list[str]:
 
 
 def _queue_across_hosts(n: int, seed: int, window: int | None) -> tuple[Any, Any]:
-    return on_hosts((d.queue_writer, (n, seed, [2, 3], window)),
-                    (d.queue_remote_readers, (n, seed, [2, 3])))
+    writer, readers = on_hosts((d.queue_writer, (n, seed, [2, 3], window)),
+                               (d.queue_remote_readers, (n, seed, [2, 3])))
+    return writer, readers
 
 
 def test_queue_writer_on_a_two_local_readers_two_readers_on_b(measured: Note) -> None:

@@ -21,7 +21,9 @@ def test_gloo_mixed_round_trips(report_checked: Any) -> None:
     assert isinstance(steps, dict) and sum(steps.values()) == n_steps
     assert all(v > 0 for v in steps.values()), steps
     # each step's payload is checked by the rank(s) that did not send it
-    report_checked(label, checked(label), readers, float(summary["seconds"]))
+    seconds = summary["seconds"]
+    assert isinstance(seconds, float)
+    report_checked(label, checked(label), readers, seconds)
 
 
 @pytest.mark.stress

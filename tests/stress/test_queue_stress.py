@@ -37,7 +37,9 @@ def test_exact_delivery_local_and_remote(label: str, readers: int, remote_window
     assert isinstance(received, dict) and len(received) == readers + 1 == PLAN[label][1]
     assert set(received.values()) == {objects}
     assert summary["segment_left"] is False
-    report_checked(label, checked(label), readers + 1, float(summary["seconds"]))
+    seconds = summary["seconds"]
+    assert isinstance(seconds, float)
+    report_checked(label, checked(label), readers + 1, seconds)
 
 
 @pytest.mark.stress
@@ -71,7 +73,9 @@ def test_exact_delivery_of_runs_larger_than_the_ring(label: str, readers: int, r
     assert isinstance(received, dict) and len(received) == readers + remote == PLAN[label][1]
     assert set(received.values()) == {objects}
     assert summary["segment_left"] is False
-    report_checked(label, checked(label), readers + remote, float(summary["seconds"]))
+    seconds = summary["seconds"]
+    assert isinstance(seconds, float)
+    report_checked(label, checked(label), readers + remote, seconds)
 
 
 def _size(obj: Any) -> int:

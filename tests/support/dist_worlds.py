@@ -67,23 +67,23 @@ def exercise_broadcaster(b: GroupBroadcaster, device: str, seed: int) -> int:
     mine = blank_like(nested_metadata(0, device))
     for step in range(4):
         for use_cache in (None, cache):
-            expected = nested_metadata(seed + step, device)
+            sent = nested_metadata(seed + step, device)
             if step == 3:
-                expected.by_int[3] = torch.arange(5, dtype=torch.bfloat16, device=device)
+                sent.by_int[3] = torch.arange(5, dtype=torch.bfloat16, device=device)
             if b.rank == writer:
-                got = b.broadcast_nested(expected, src=writer, cache=use_cache)
+                got = b.broadcast_nested(sent, src=writer, cache=use_cache)
             else:
                 got = b.broadcast_nested(mine, src=writer, cache=use_cache)
                 mine = got
-            assert_mirrors(expected, got)
+            assert_mirrors(sent, got)
             checks += 1
     # In-place receive into non-contiguous receiver tensors, from a non-writer src.
     src = (writer + 1) % b.world_size
     holder = {"nc": torch.zeros(4, 6, device=device).t(), "x": 0}
     before = holder["nc"]
-    sent = {"nc": torch.arange(24.0, device=device).reshape(6, 4), "x": 5}
-    got = b.broadcast_nested(sent if b.rank == src else holder, src=src)
-    assert_mirrors(sent, got)
+    moved = {"nc": torch.arange(24.0, device=device).reshape(6, 4), "x": 5}
+    got = b.broadcast_nested(moved if b.rank == src else holder, src=src)
+    assert_mirrors(moved, got)
     if b.rank != src and got["nc"] is not before:
         raise AssertionError("a matching receiver tensor was replaced, not filled in place")
     return checks + 1
