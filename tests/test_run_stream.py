@@ -436,6 +436,29 @@ def test_queue_ends_in_stream_mode_are_freed_without_the_collector() -> None:
         gc.enable()
 
 
+
+def test_a_writer_left_with_a_cut_run_is_freed_without_the_collector() -> None:
+    """An interrupt mid-run leaves the run's abort due; the writer dropped then is still
+    freed at once (no cycle through the interrupt's traceback, nor through the warning
+    that the abort found no room in the linger): its reader is told."""
+    gc.disable()
+    try:
+        writer = MessageQueue(1, 1, max_chunk_bytes=CHUNK, max_chunks=CHUNKS,
+                              large_objects="stream", linger=0.1)
+        reader = MessageQueue.create_from_handle(writer.export_handle(), 0)
+        writer.wait_until_ready(T)
+        reader.wait_until_ready(T)
+        _interrupt_while_waiting_for_room(writer)
+        ref = weakref.ref(writer)
+        del writer
+        assert ref() is None
+        with pytest.raises(ClosedError, match=r"after 0 messages, in the middle of message "
+                           r"seq 0's run \(part 3 read\)"):
+            reader.dequeue(timeout=T)
+        reader.close()
+    finally:
+        gc.enable()
+
 def _pause() -> None:
     """The writer, streaming the rest, runs meanwhile, until it must wait (or ends)."""
     writer = next(t for t in threading.enumerate() if t.name == "writer")

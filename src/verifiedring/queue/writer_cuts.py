@@ -168,9 +168,9 @@ class CutCalls:
         if runs is not None and runs.active:
             try:
                 self.abort_run(runs.run, "the writer closed mid-message", Deadline.after(linger_s))
-            except RingTimeoutError as exc:
+            except RingTimeoutError as exc:  # its text only: the record keeps no frame
                 logger.warning("%s: closed without aborting message seq %d mid-run: %s",
-                               writer_name(), runs.run.seq, exc)
+                               writer_name(), runs.run.seq, str(exc))
         self._control.tell_shutdown()
 
     def let_remote_readers_receive(self, linger_s: float) -> None:

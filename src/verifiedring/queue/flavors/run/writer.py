@@ -236,11 +236,13 @@ class Spill:
         self._raised = None
 
     def disarm(self) -> None:
-        """Hold no reference to the last message."""
+        """Hold no reference to the last message, nor to its exception (whose traceback
+        holds the caller's frames: the writer, in a cycle)."""
         self._parts.clear()
         self._buffers = []
         self._obj = None
         self._watch = _no_watch
+        self._raised = None
 
     def keep_out_of_band(self, buf: memoryview) -> bool:
         """Whether ``buf`` travels out of band (kept): yes while the message still fits
