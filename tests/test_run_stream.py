@@ -436,7 +436,6 @@ def test_queue_ends_in_stream_mode_are_freed_without_the_collector() -> None:
         gc.enable()
 
 
-
 def test_a_writer_left_with_a_cut_run_is_freed_without_the_collector() -> None:
     """An interrupt mid-run leaves the run's abort due; the writer dropped then is still
     freed at once (no cycle through the interrupt's traceback, nor through the warning
@@ -458,6 +457,7 @@ def test_a_writer_left_with_a_cut_run_is_freed_without_the_collector() -> None:
         reader.close()
     finally:
         gc.enable()
+
 
 def _pause() -> None:
     """The writer, streaming the rest, runs meanwhile, until it must wait (or ends)."""
