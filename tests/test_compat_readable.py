@@ -136,8 +136,9 @@ def test_a_remote_reader_polls_for_the_modules_remote_poll_wait(
     w, _, remote = ends
     assert shim.REMOTE_POLL_WAIT_MS == readiness.REMOTE_POLL_WAIT_MS == 1
     monkeypatch.setattr(shim, "REMOTE_POLL_WAIT_MS", 7)
-    assert readiness.remote_poll_ms(time.monotonic() + 60) == 7  # read at each call
-    assert readiness.remote_poll_ms(time.monotonic() - 1) == 0  # never past the deadline
+    assert remote.poll_wait_ms() == 7  # read at each call
+    assert readiness.remote_poll_ms(time.monotonic() + 60, remote.poll_wait_ms()) == 7
+    assert readiness.remote_poll_ms(time.monotonic() - 1, 7) == 0  # never past the deadline
     monkeypatch.setattr(shim, "REMOTE_POLL_WAIT_MS", -1)
     with pytest.raises(MisuseError, match="REMOTE_POLL_WAIT_MS=-1"):
         remote.spin_until_readable(collections.deque(), time.monotonic() + 60)

@@ -183,7 +183,8 @@ class VllmQueue(MessageQueue, metaclass=VllmEntry):
         """``MessageQueue.spin_until_readable`` as vLLM's dispatches it (see :meth:`readable`):
         a remote reader polls its socket for ``REMOTE_POLL_WAIT_MS``; the writer raises."""
         if self._is_remote_reader:
-            self.remote_socket.poll(timeout=readiness.remote_poll_ms(deadline))
+            self.remote_socket.poll(
+                timeout=readiness.remote_poll_ms(deadline, spin.remote_poll_wait_ms()))
             return
         raise MessageQueue._wrong_role(self, "spin_until_readable()")
 
@@ -209,3 +210,7 @@ class VllmLocalReader(LocalReader, VllmQueue):
 
 class VllmRemoteReader(RemoteReader, VllmQueue):
     """vLLM's remote reader."""
+
+    def poll_wait_ms(self) -> float:
+        """compat's ``REMOTE_POLL_WAIT_MS``, read at each call (vLLM's tests patch it)."""
+        return spin.remote_poll_wait_ms()

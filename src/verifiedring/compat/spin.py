@@ -36,23 +36,31 @@ _sources: dict[str, Callable[[], float]] = {
     "recheck_ms": lambda: 5000.0,
     "warning_interval": lambda: 60.0,
     "notify_poll_s": lambda: 2.0,
+    "remote_poll_ms": lambda: 1.0,
 }
 
 __all__ = [
     "WATCH_BOUND", "ReadTimeoutWithWarnings", "SpinCondition", "StandInSocket",
-    "block_cap", "use_sources",
+    "block_cap", "remote_poll_wait_ms", "use_sources",
 ]
 
 
 def use_sources(
     recheck_ms: Callable[[], float], warning_interval: Callable[[], float],
-    notify_poll_s: Callable[[], float],
+    notify_poll_s: Callable[[], float], remote_poll_ms: Callable[[], float],
 ) -> None:
-    """Where the recheck interval (ms), the warning interval (s) and the notify socket's
-    poll interval (s) are read, per call."""
+    """Where the recheck interval (ms), the warning interval (s), the notify socket's
+    poll interval (s) and a remote reader's poll wait (ms) are read, per call (compat's
+    module variables, which vLLM's tests patch)."""
     _sources["recheck_ms"] = recheck_ms
     _sources["warning_interval"] = warning_interval
     _sources["notify_poll_s"] = notify_poll_s
+    _sources["remote_poll_ms"] = remote_poll_ms
+
+
+def remote_poll_wait_ms() -> float:
+    """How long one poll of a compat remote reader's ``spin_until_readable`` lasts (ms)."""
+    return _sources["remote_poll_ms"]()
 
 
 def block_cap() -> float:

@@ -48,7 +48,7 @@ from ..cgroup import check_cgroup_memory_available
 from ..engine import EnginePolicy, StallWording, set_engine_policy
 from ..errors import MisuseError, SharedMemoryFullError
 from ..ordering import fence as memory_fence
-from ..queue import Handle, readiness
+from ..queue import Handle
 from ..queue.readiness import REMOTE_POLL_WAIT_MS as REMOTE_POLL_WAIT_MS_DEFAULT
 from ..queue.serialization import rebuild_tensor as _rebuild_tensor
 from ..queue.serialization import reduce_tensor as _reduce_tensor
@@ -262,5 +262,4 @@ def uninstall() -> None:
     stop_forwarding()
 
 
-spin.use_sources(_recheck_ms, _warning_interval, _notify_poll_s)
-readiness.use_remote_poll_ms(_remote_poll_ms)
+spin.use_sources(_recheck_ms, _warning_interval, _notify_poll_s, _remote_poll_ms)

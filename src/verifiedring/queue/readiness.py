@@ -11,9 +11,10 @@ non-empty, or ``time.monotonic()`` reaches ``deadline``; the caller re-checks.
   over the ring, its spin first, then its futex sleep (woken by the writer's publish at
   once). Nothing wakes the futex when another thread appends to ``pending``, so each
   block lasts at most :data:`PENDING_LOOK_SECONDS`: ``pending`` is looked at that often.
-* A remote reader polls its socket once, for at most the remote poll wait
-  (:func:`remote_poll_ms`, vLLM's ``REMOTE_POLL_WAIT_MS``) and never past ``deadline``,
-  unless ``pending`` is already non-empty.
+* A remote reader polls its socket once, for at most its poll wait (:func:`remote_poll_ms`
+  over :meth:`RemoteReader.poll_wait_ms <.remote_reader.RemoteReader.poll_wait_ms>`,
+  vLLM's ``REMOTE_POLL_WAIT_MS``) and never past ``deadline``, unless ``pending`` is
+  already non-empty.
 """
 
 from __future__ import annotations
@@ -31,25 +32,18 @@ REMOTE_POLL_WAIT_MS = 1
 #: sees ``pending`` grow while asleep (the ring's publish wakes it at once).
 PENDING_LOOK_SECONDS = 1e-3
 
-_sources: dict[str, Callable[[], float]] = {"remote_poll_ms": lambda: REMOTE_POLL_WAIT_MS}
-
 __all__ = [
     "PENDING_LOOK_SECONDS", "REMOTE_POLL_WAIT_MS", "local_spin_until_readable",
-    "remote_poll_ms", "spin_until", "use_remote_poll_ms",
+    "remote_poll_ms", "spin_until",
 ]
 
 
-def use_remote_poll_ms(source: Callable[[], float] | None) -> None:
-    """Where a remote reader reads its poll wait (ms) at each call (``None``: this
-    module's :data:`REMOTE_POLL_WAIT_MS`)."""
-    _sources["remote_poll_ms"] = source or (lambda: REMOTE_POLL_WAIT_MS)
-
-
-def remote_poll_ms(deadline: float) -> int:
-    """Milliseconds one remote poll of ``spin_until_readable`` lasts: the poll wait, at
-    most until ``deadline`` (monotonic seconds); 0 once it has passed."""
+def remote_poll_ms(deadline: float, wait_ms: float) -> int:
+    """Milliseconds one remote poll of ``spin_until_readable`` lasts: the reader's poll
+    wait ``wait_ms``, at most until ``deadline`` (monotonic seconds); 0 once it has
+    passed."""
     left = (deadline - time.monotonic()) * 1000
-    return max(0, math.ceil(min(_sources["remote_poll_ms"](), left)))
+    return max(0, math.ceil(min(wait_ms, left)))
 
 
 class _PendingBounded:

@@ -13,7 +13,7 @@ from ..steps import QueueObserver, reader_actor
 from .handle import Handle, check_tag, remote_part
 from .message_queue import EndParts
 from .reader import QueueReader, reader_name, subscribe
-from .readiness import remote_poll_ms
+from .readiness import REMOTE_POLL_WAIT_MS, remote_poll_ms
 from .remote_link import MONITORED_EVENTS, RemoteLink
 from .remote_path import RemotePath
 from .sockets import Signer, ack_push
@@ -57,7 +57,11 @@ class RemoteReader(QueueReader):
         one poll of its socket for the remote poll wait (vLLM's ``REMOTE_POLL_WAIT_MS``),
         never past ``deadline``; the caller re-checks :meth:`readable`."""
         if len(pending) == 0:
-            self._path.socket.poll(timeout=remote_poll_ms(deadline))
+            self._path.socket.poll(timeout=remote_poll_ms(deadline, self.poll_wait_ms()))
+
+    def poll_wait_ms(self) -> float:
+        """How long one poll of :meth:`spin_until_readable` lasts at most (ms)."""
+        return REMOTE_POLL_WAIT_MS
 
     def _release(self) -> None:
         self._path.close()
