@@ -3,8 +3,10 @@
 =====================  =======================================================
 module                 job
 =====================  =======================================================
-``message_queue``      :class:`MessageQueue`, the entry point; one type per role
-                       (each its own typed constructor)
+``message_queue``      :class:`MessageQueue`, vLLM's calls on every end, one type
+                       per role (each its own typed constructor); its metaclass
+                       :class:`QueueEntry`, how ends are made; :class:`EndParts`,
+                       what an end shows of its parts for reading (``parts``)
 ``writer``             :class:`QueueWriter`, the end: vLLM's constructor, the
                        handle, the handshake, ``close()``; it holds its parts
 ``writer_parts``       what the writer is made of, built from checked options
@@ -23,7 +25,7 @@ module                 job
 ``reader_waits``       what ends a reader's waits early, and their stall lines
 ``remote_link``        a remote reader's connection, as its socket monitor says
 ``flavors``            how a message reaches local readers: inline, overflow
-                       frame, run of chunks, tensor arena (each both halves)
+                       frame, run of chunks (each both halves); the control channel
 ``lifecycle``          the ends' states, named after the spec's ``wpc``/``rpc``
 ``outcomes``           a reader's errors: DecodeError (owed after an interrupt), broken, told
 ``credit``             flow control of remote readers (acks, floor, who lags)
