@@ -422,3 +422,24 @@ def test_no_key_secret_or_tag_shows_in_any_error_log_line_or_repr(
         for form in _forms(secret):
             for text in texts:
                 assert form not in text, (form, text)
+
+
+def test_a_role_class_asked_for_the_other_roles_rank_refuses_and_the_queue_goes_on(
+    writer: MessageQueue,
+) -> None:
+    """``LocalReader.create_from_handle`` (a typed constructor) for a remote rank, and
+    ``RemoteReader``'s for a local one, raise MisuseError naming the class, the rank and
+    the role the handle gives it, before any resource is held; the ranks then attach."""
+    h = writer.export_handle()
+    with pytest.raises(MisuseError, match=r"^LocalReader\.create_from_handle: rank 1 of "
+                       r"this handle is a RemoteReader$"):
+        LocalReader.create_from_handle(h, 1)
+    with pytest.raises(MisuseError, match=r"^RemoteReader\.create_from_handle: rank 0 of "
+                       r"this handle is a LocalReader$"):
+        RemoteReader.create_from_handle(h, 0)
+    local, remote = LocalReader.create_from_handle(h, 0), RemoteReader.create_from_handle(h, 1)
+    with local, remote:
+        for q in (writer, local, remote):
+            q.wait_until_ready(T)
+        writer.enqueue({"step": 1})
+        assert [local.dequeue(T), remote.dequeue(T)] == [{"step": 1}, {"step": 1}]

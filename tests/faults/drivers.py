@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from verifiedring import BrokenPeerError, MessageQueue, MisuseError, RingTimeoutError
-from verifiedring.queue import QueueWriter
+from verifiedring.queue import LocalReader, QueueWriter
 from verifiedring.queue.handle import Handle
 from verifiedring.testing import wait_blocked
 from verifiedring.testing.faults import writer_ring
@@ -405,7 +405,7 @@ def overflow_death() -> Obs:
     with _writer(local=True, overflow_death=True) as run:
         line = run.channel("writer")
         obs["writer_pid"] = run.pid("writer")
-        with MessageQueue.create_from_handle(line.recv(T), 0) as r:
+        with LocalReader.create_from_handle(line.recv(T), 0) as r:
             r.wait_until_ready(T)
             obs["first"] = r.dequeue(T)
             result: list[Obs] = []
@@ -421,7 +421,7 @@ def overflow_death() -> Obs:
                 obs["marker_published"] = False
             th.join(BOUND + 1)
             obs["dequeue"] = result[0] if result else {"hung": True}
-            obs["pending"] = r._path._frames.pending  # type: ignore[attr-defined]
+            obs["pending"] = r._path._frames.pending
             obs["again"] = error_of(lambda: r.dequeue(0))
         (ended,) = run.wait(T)
         obs["exitcode"] = ended.exitcode

@@ -175,9 +175,11 @@ class QueueEntry(type):
         check_attach(handle, rank)
         assert isinstance(cls, QueueEntry)  # self-typed for its callers: an entry's class
         roles = cls.roles()
-        made = (roles.local if rank in handle.local_reader_ranks else roles.remote)(
-            handle, rank, observer)
-        assert isinstance(made, cls)  # a role map's classes subclass its entry class
+        role = roles.local if rank in handle.local_reader_ranks else roles.remote
+        if not issubclass(role, cls):  # a role class asked for the other role's rank
+            raise MisuseError(f"{cls.__name__}.create_from_handle: rank {rank} of this "
+                              f"handle is a {role.__name__}")
+        made: _Made = role(handle, rank, observer)
         return made
 
     def create_from_process_group(
