@@ -1,7 +1,8 @@
 """stall_ages: what the stall lines' times cost per enqueue + dequeue (issue 28, item 5).
 
 Each publish of the writer stores the time in its chunk's slot (``LocalTransmitter.
-published_at``), each take of a reader its own time (``_took_at``): one
+published_at``), each take of a local reader its own time (``ReaderWaits.took_at``,
+stored by ``LocalPath.take``): one
 ``time.monotonic()`` and one store on each side. One process holds a
 ``MessageQueue(1, 1)`` writer and its local reader (as :mod:`bench.per_op`), and times
 ``time.process_time_ns`` over ``--ops`` enqueue + dequeue pairs of a 1 KiB ``bytes``,
@@ -28,12 +29,13 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-from verifiedring.queue import local_reader, transmitters
+from verifiedring.queue import local_path, transmitters
 
 from .per_op import SIZE, _close, _connected_pair
 
 WAYS = ("stamped", "unstamped")
-_MODULES = (transmitters, local_reader)
+#: The modules whose clock reads stamp the two sides (each must read ``monotonic``).
+_MODULES = (transmitters, local_path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +54,9 @@ def _pairs(writer: Any, reader: Any, payload: bytes, ops: int) -> float:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
+    stale = [m.__name__ for m in _MODULES if not hasattr(m, "monotonic")]
+    if stale:  # the stamp moved: patching these would measure nothing
+        raise SystemExit(f"stall_ages: {stale} no longer read monotonic: update _MODULES")
     payload = os.urandom(SIZE)
     writer, reader = _connected_pair("verifiedring")
     reps: dict[str, list[float]] = {w: [] for w in WAYS}
