@@ -168,6 +168,19 @@ def test_layout_table_lists_every_module_and_only_existing_paths() -> None:
     fail_if(problems, "CONTRIBUTING.md's layout table and src/ disagree")
 
 
+def test_the_queue_packages_table_lists_each_of_its_modules() -> None:
+    """``verifiedring.queue``'s docstring table names every module and subpackage of
+    the package, and nothing else."""
+    import verifiedring.queue as queue
+
+    listed = set(re.findall(r"^``(\w+)``", queue.__doc__ or "", re.M))
+    folder = SRC / "queue"
+    there = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    assert (sorted(there - listed), sorted(listed - there)) == ([], []), (
+        "(modules missing from the table, rows for no module)")
+
+
 # --- 2. the action tables of spec/'s pages --------------------------------------------
 
 #: Actions that no code performs, by design: their rows name no code file.

@@ -77,6 +77,10 @@ PRIVATE: dict[tuple[str, str, str], str] = {
 }
 
 
+#: The test tree's top-level names (src never imports them).
+_TESTS = ("tests", "support", "conftest")
+
+
 def _module_name(path: Path) -> str:
     return ".".join(path.relative_to(SRC).with_suffix("").parts)
 
@@ -100,27 +104,34 @@ def _known(name: str) -> str | None:
     return None
 
 
+def _from_import(me: str, node: ast.ImportFrom) -> list[tuple[str, str, list[str]]]:
+    """What one ``from`` import of module ``me`` reads, as :func:`imports` lists it."""
+    names = [a.name for a in node.names]
+    if node.level == 0 and (node.module or "").split(".")[0] in _TESTS:
+        return [(me, f"tests:{node.module}", names)]
+    target = _resolve(me, node)
+    package = "" if target == "__init__" else target
+    sub = [_known(f"{package}.{n}".strip(".")) for n in names]
+    if target and all(sub):  # `from . import engine`: the modules themselves
+        return [(me, s, []) for s in sub if s is not None]
+    return [(me, _known(target) or target, names)] if target else []
+
+
 def imports() -> list[tuple[str, str, list[str]]]:
-    """Every (importer, imported module, names) in src, modules as LAYERS keys."""
+    """Every (importer, imported module, names) in src, modules as LAYERS keys; an
+    import of the test tree as ``tests:<name>``."""
     found: list[tuple[str, str, list[str]]] = []
     for path in sorted(SRC.rglob("*.py")):
         me = _module_name(path)
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom):
-                target = _resolve(me, node)
-                names = [a.name for a in node.names]
-                package = "" if target == "__init__" else target
-                sub = [_known(f"{package}.{n}".strip(".")) for n in names]
-                if target and all(sub):  # `from . import engine`: the modules themselves
-                    found.extend((me, s, []) for s in sub if s is not None)
-                elif target:
-                    found.append((me, _known(target) or target, names))
+                found.extend(_from_import(me, node))
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.startswith("verifiedring"):
                         inner = alias.name.removeprefix("verifiedring").strip(".") or "__init__"
                         found.append((me, _known(inner) or inner, []))
-                    elif alias.name.split(".")[0] in ("tests", "support", "conftest"):
+                    elif alias.name.split(".")[0] in _TESTS:
                         found.append((me, f"tests:{alias.name}", []))
     return found
 

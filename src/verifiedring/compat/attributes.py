@@ -177,7 +177,7 @@ class VllmQueue(MessageQueue, metaclass=VllmEntry):
             raise CancelledError(f"pid {os.getpid()}: readable() cancelled: shutdown() was called")
         if self._is_remote_reader:
             return bool(self.remote_socket.poll(timeout=0))
-        raise MessageQueue._wrong_role(self, "readable()")
+        return MessageQueue.readable(self)  # the writer: the core's refusal
 
     def spin_until_readable(self, pending: Sized, deadline: float) -> None:
         """``MessageQueue.spin_until_readable`` as vLLM's dispatches it (see :meth:`readable`):
@@ -186,7 +186,7 @@ class VllmQueue(MessageQueue, metaclass=VllmEntry):
             self.remote_socket.poll(
                 timeout=readiness.remote_poll_ms(deadline, spin.remote_poll_wait_ms()))
             return
-        raise MessageQueue._wrong_role(self, "spin_until_readable()")
+        MessageQueue.spin_until_readable(self, pending, deadline)  # the writer: refused
 
 
 class VllmWriter(QueueWriter, VllmQueue):

@@ -18,11 +18,16 @@ module                 job
 ``transmitters``       the writer's ring side and TCP side
 ``local_reader``       :class:`LocalReader`, the end: the ring, its cursor, the arena
 ``local_path``         a local reader's path: the ring chunk, dispatched on kind
+``held_chunk``         a local reader's taken chunk: lent to ``acquire_read``, or
+                       left taken by an interrupt
+``writer_watch``       a local reader's watch on its writer (the kernel says it went)
 ``remote_reader``      :class:`RemoteReader`, the end: its subscription over TCP
 ``remote_path``        a remote reader's path: every message over TCP, acked back
 ``reader``             what every reader end shares (identity, vLLM's calls)
 ``reader_path``        what every reader's path shares (dequeue, READY, SHUTDOWN)
 ``reader_waits``       what ends a reader's waits early, and their stall lines
+``ages``               a stall line's last clause: how long since a message
+``readiness``          vLLM 0.34's ``readable()`` look and ``spin_until_readable``
 ``remote_link``        a remote reader's connection, as its socket monitor says
 ``flavors``            how a message reaches local readers: inline, overflow
                        frame, run of chunks (each both halves); the control channel

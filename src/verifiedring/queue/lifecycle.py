@@ -70,8 +70,12 @@ S = TypeVar("S", WriterState, ReaderState)
 
 class Lifecycle(Generic[S]):
     """One end's place in the spec's ``Next``: its state, the reason it is there, and
-    the sequence number of the next message, owned here and changed only by
-    :meth:`enter` (state, reason) and :meth:`advance` (sequence number).
+    the sequence number of the next message, owned here. :meth:`enter` changes state
+    and reason; where a move must sit with other stores and no call between them (a
+    message going out or being consumed, and its number used up), its site stores
+    the fields plainly, as each role's class says (:class:`WriterLifecycle`,
+    :class:`ReaderLifecycle`): a call there would be one more point for an
+    interrupt to land between them. :meth:`advance` is the test seams' move.
 
     ``allowed`` is the end's transition table, the (from, to) pairs the spec's
     ``Next`` can take (``WRITER_TRANSITIONS`` / ``READER_TRANSITIONS``). It is

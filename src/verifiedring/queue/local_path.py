@@ -13,7 +13,7 @@ its writer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from time import monotonic
 from typing import Any, ClassVar
 
@@ -35,6 +35,7 @@ from .lifecycle import CUT_DECODE, ReaderLifecycle, ReaderState
 from .outcomes import ReaderOutcomes
 from .reader_path import ReaderPath
 from .reader_waits import ReaderWaits
+from .readiness import spin_until
 from .writer_watch import watch_writer
 
 _decode_chunk = wire.decode_chunk  # bound once: the hot path pays no lookups
@@ -211,6 +212,15 @@ class LocalPath(ReaderPath):
 
     def look(self) -> bool:
         return self.taken.look()
+
+    def spin_until_readable(self, pending: Sized, deadline: float) -> None:
+        """The reader's ``spin_until_readable``: return once its next chunk is ready,
+        ``pending`` is non-empty, ``time.monotonic()`` reaches ``deadline`` or
+        ``shutdown()`` is called (the caller re-checks ``readable()``):
+        :func:`~.readiness.spin_until` on its cursor's sleeper."""
+        waits = self._waits
+        spin_until(lambda: waits.shutting_down or self.look(), pending, deadline,
+                   self._cursor.sleeper)
 
     def pay_owed(self) -> Any:
         self.taken.settle()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from typing import Any
 
 import zmq
@@ -22,7 +22,6 @@ from .handle import Handle, check_ipc, check_segment, check_tag
 from .local_path import LocalPath
 from .message_queue import EndParts, bytes_view
 from .reader import QueueReader, subscribe
-from .readiness import local_spin_until_readable
 from .sockets import Signer
 
 
@@ -31,7 +30,6 @@ class LocalReader(QueueReader):
 
     is_local_reader = True
     channel = "local"
-    spin_until_readable = local_spin_until_readable  # vLLM 0.34's short wait
     _path: LocalPath
 
     def __init__(self, handle: Handle, rank: int, observer: QueueObserver | None = None) -> None:
@@ -68,6 +66,10 @@ class LocalReader(QueueReader):
     def parts(self) -> EndParts:
         return EndParts(self._ring, self._cursor, self._path.socket, None, self._arena,
                         self._path)
+
+    def spin_until_readable(self, pending: Sized, deadline: float) -> None:
+        """vLLM 0.34's short wait (:meth:`.LocalPath.spin_until_readable`)."""
+        self._path.spin_until_readable(pending, deadline)
 
     def shutdown(self) -> None:
         # A dequeue blocked in another thread re-checks now and raises CancelledError

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sized
-from typing import Protocol
 
 from ..waiting import Deadline, Sleeper, StallLog, wait_for
 
@@ -33,7 +32,7 @@ REMOTE_POLL_WAIT_MS = 1
 PENDING_LOOK_SECONDS = 1e-3
 
 __all__ = [
-    "PENDING_LOOK_SECONDS", "REMOTE_POLL_WAIT_MS", "local_spin_until_readable",
+    "PENDING_LOOK_SECONDS", "REMOTE_POLL_WAIT_MS",
     "remote_poll_ms", "spin_until",
 ]
 
@@ -80,30 +79,6 @@ def _passed(waited: float) -> _Passed:
 
 def _quiet() -> StallLog:
     return StallLog(str, math.inf)  # the caller's loop is the long wait, not this spin
-
-
-class _Sleeps(Protocol):
-    sleeper: Sleeper | None
-
-
-class _Looks(Protocol):
-    def look(self) -> bool: ...
-
-
-class _LocalEnd(Protocol):
-    """What a local reader's short wait reads of it."""
-
-    shutting_down: bool
-    _cursor: _Sleeps
-    _path: _Looks
-
-
-def local_spin_until_readable(reader: _LocalEnd, pending: Sized, deadline: float) -> None:
-    """A local reader's ``spin_until_readable``: return once its next chunk is ready,
-    ``pending`` is non-empty, ``time.monotonic()`` reaches ``deadline`` or ``shutdown()``
-    is called (the caller re-checks ``readable()``): :func:`spin_until` on its sleeper."""
-    spin_until(lambda: reader.shutting_down or reader._path.look(), pending, deadline,
-               reader._cursor.sleeper)
 
 
 def spin_until(

@@ -14,8 +14,11 @@ inline         a message that fits one chunk, whole in it: the local
 
 The two large-object flavors implement one protocol pair: :class:`LargeSender`
 (the writer's: ``MarkerSender``, ``RunSender``) and :class:`LargeReceiver` (the
-local reader's: ``FrameReceiver``, ``RunReceiver``); each end holds its flavor's
-half and dispatches on nothing else.
+local reader's: ``FrameReceiver``, ``RunReceiver``): a message's send and its take
+go through them. What only a run has stays the run flavor's and is reached as such:
+the writer's pickling straight into a run (``RunSender.dump``, without remote
+readers) and the abort or withdrawal of a run a cut call left
+(:class:`~..writer_cuts.CutCalls`); a local reader's run in progress across calls.
 
 Beside them, a local reader's control channel (:mod:`.control`: the socket the
 writer's READY, SHUTDOWN, BROKEN and overflow frames arrive on). The tensor arena is
