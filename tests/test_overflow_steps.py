@@ -28,6 +28,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from support.overflow_steps import LOOK, RING_WAIT, PipeAtMark, RingGate
+from support.reader_transitions import assert_reader_moves_in_next
 from support.step_machine import READER, StepActors
 from support.transitions import assert_writer_moves_in_next
 from support.unpicklable import FailsToLoad
@@ -304,6 +305,11 @@ class OverflowStepMachine(StepActors, RuleBasedStateMachine):
     def WriterMovesInNextInv(self) -> None:
         """Every state move the writer took is a move of the spec's ``Next``."""
         assert_writer_moves_in_next(self.writer)
+
+    @invariant()
+    def ReaderMovesInNextInv(self) -> None:
+        """Every state move the reader took is a move of the spec's ``Next``."""
+        assert_reader_moves_in_next(self.reader)
 
     @invariant()
     def NoOutOfOrderInv(self) -> None:
