@@ -48,7 +48,6 @@ from verifiedring import (
     MisuseError,
     RingTimeoutError,
 )
-from verifiedring.queue import QueueWriter
 from verifiedring.queue.lifecycle import ReaderState, WriterState
 from verifiedring.queue.wire import OVERFLOW, read_header
 from verifiedring.testing.faults import LocalFrames, local_frames, ring_chunk
@@ -120,7 +119,7 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         seen = _Fired(QueueMachine.fired)
-        self.writer = QueueWriter(
+        self.writer = MessageQueue(
             2, 1, [0], max_chunk_bytes=CHUNK, max_chunks=MAX_CHUNKS, connect_ip="127.0.0.1",
             linger=1.0, observer=seen,
         )
@@ -197,7 +196,7 @@ class QueueMachine(RuleBasedStateMachine):
     def WriterShutdown(self) -> None:
         # the spec's step is close()'s first part (SHUTDOWN sent); its release would end
         # the machine, which goes on reading (and holding frames) after it
-        self.writer._path.cuts.tell_readers(0.0)
+        self.writer._path.cuts.tell_readers(0.0)  # type: ignore[attr-defined]
         self.shut = True
         self.shutdown_held = self.holding  # SHUTDOWN is held back with the frames
 
@@ -214,7 +213,7 @@ class QueueMachine(RuleBasedStateMachine):
         deadline = time.monotonic() + PATIENT
         while True:
             try:
-                self.writer._control.watch()
+                self.writer._control.watch()  # type: ignore[attr-defined]
             except BrokenPeerError as exc:
                 assert f"{which} socket closed" in str(exc), str(exc)
                 break
