@@ -178,3 +178,15 @@ def test_a_handle_field_of_the_wrong_type_is_refused_naming_it(field: str, value
         finally:
             for r in readers:
                 r.close()
+
+
+def test_the_writers_options_are_checked_in_vllms_order_before_the_remote_ones() -> None:
+    """With several options wrong, the writer names the first in its order: the large-
+    object mode, the reader counts and the address before the remote channel's
+    window, linger and heartbeat."""
+    with pytest.raises(MisuseError, match=r"large_objects='rings'"):
+        MessageQueue(1, 0, connect_ip=LOOPBACK, remote_window=-1, large_objects="rings")
+    with pytest.raises(MisuseError, match=r"n_local_reader"):
+        MessageQueue(1, 2, connect_ip=LOOPBACK, linger=-1.0)
+    with pytest.raises(MisuseError, match=r"remote_window"):
+        MessageQueue(1, 0, connect_ip=LOOPBACK, remote_window=-1, max_chunk_bytes=-5)

@@ -59,23 +59,26 @@ def _large_objects_mode(large_objects: str | None) -> str:
 
 def _checked_shape(  # noqa: PLR0913 -- the constructor's options, checked
     n_reader: int, n_local_reader: int, local_reader_ranks: list[int] | None,
-    max_chunk_bytes: int, max_chunks: int, connect_ip: str | None, remote: RemoteOptions,
-    arena: ArenaOptions | None, large_objects: str | None,
+    max_chunk_bytes: int, max_chunks: int, connect_ip: str | None,
+    remote: tuple[int, float, float], arena: ArenaOptions | None, large_objects: str | None,
 ) -> WriterShape:
     """The shape the constructor's options ask for, each checked before any resource
-    is held: the counts and ranks, the remote address (this host's, as vLLM's, when
-    none is given; never a wildcard), the chunk size, the room for the ring."""
+    is held, in this order: the large-object mode, the counts and ranks, the remote
+    address (this host's, as vLLM's, when none is given; never a wildcard), the remote
+    channel's ``(window, linger, heartbeat_timeout)``, the chunk size, the room for the
+    ring."""
     stream = _large_objects_mode(large_objects) == "stream"
     ranks = check_counts(n_reader, n_local_reader, local_reader_ranks)
     if n_reader > n_local_reader:
         if connect_ip is None:
             connect_ip = writer_connect_ip()  # as vLLM: VLLM_HOST_IP, ...
         bind_address(connect_ip)  # refuses wildcard addresses
+    options = RemoteOptions(*remote)
     layout = RingLayout(max(n_local_reader, 1), max_chunk_bytes, max_chunks)
     wire.check_chunk_bytes(max_chunk_bytes)
     if n_local_reader:
         preflight(room_at_create(layout, reserve_policy(None)))
-    return WriterShape(n_reader, ranks, layout, remote, arena, connect_ip or "", stream)
+    return WriterShape(n_reader, ranks, layout, options, arena, connect_ip or "", stream)
 
 
 class QueueWriter(MessageQueue):
@@ -112,10 +115,10 @@ class QueueWriter(MessageQueue):
         (:mod:`.flavors.run`), or ``"socket"``, as a frame on the local socket after an
         overflow marker (default: ``$VERIFIEDRING_LARGE_OBJECTS``, else "socket").
         ``observer`` sees every protocol step (traces)."""
-        remote = RemoteOptions(remote_window, linger, heartbeat_timeout)
         arena = ArenaOptions(arena_slots, arena_slot_bytes) if enable_shm_tensor_arena else None
         shape = _checked_shape(n_reader, n_local_reader, local_reader_ranks, max_chunk_bytes,
-                               max_chunks, connect_ip, remote, arena, large_objects)
+                               max_chunks, connect_ip, (remote_window, linger, heartbeat_timeout),
+                               arena, large_objects)
         self.n_reader = n_reader
         self.n_local_reader = n_local_reader
         self.local_reader_ranks = shape.local_ranks
@@ -125,7 +128,7 @@ class QueueWriter(MessageQueue):
         self.large_objects = "stream" if shape.stream else "socket"
         self._observer = observer
         self._key = new_key()
-        self._linger_ms = remote.linger_ms
+        self._linger_ms = shape.remote.linger_ms
         #: The writer's state, reason, next sequence number and what its readers are
         #: owed: every change of them goes through it (checked once watched).
         self._life = WriterLifecycle("call wait_until_ready() before enqueue()")
