@@ -56,11 +56,12 @@ from typing import Any
 
 from ..errors import CancelledError, MisuseError, RingTimeoutError
 from ..queue import readiness
+from ..queue.local_path import LocalPath
 from ..queue.local_reader import LocalReader
-from ..queue.message_queue import MessageQueue, QueueEntry, RoleClasses
+from ..queue.message_queue import EndParts, MessageQueue, QueueEntry, RoleClasses
 from ..queue.remote_reader import RemoteReader
 from ..queue.writer import QueueWriter
-from ..ring import ShmRingBuffer
+from ..ring import ReaderCursor, ShmRingBuffer
 from . import spin
 from .tensor_arena import drop_facade, facade_of
 
@@ -115,6 +116,13 @@ _SHOWN: weakref.WeakKeyDictionary[ShmRingBuffer, VllmRingBuffer] = weakref.WeakK
 
 def _ring_view(ring: ShmRingBuffer | None) -> VllmRingBuffer | None:
     return None if ring is None else VllmRingBuffer.over(ring)
+
+
+def _plugged(parts: EndParts) -> spin.SpinCondition:
+    """A local reader's SpinCondition (plugged into its waits on the first read)."""
+    cursor, path = parts.cursor, parts.path
+    assert isinstance(cursor, ReaderCursor) and isinstance(path, LocalPath)
+    return spin.SpinCondition.plugged_into(cursor, path)
 
 
 def _drop_arena(queue: MessageQueue, value: Any) -> None:
@@ -204,8 +212,7 @@ class VllmWriter(QueueWriter, VllmQueue):
 class VllmLocalReader(LocalReader, VllmQueue):
     """vLLM's local reader."""
 
-    _spin_condition = property(
-        lambda self: spin.SpinCondition.plugged_into(self.parts.cursor, self.parts.path))
+    _spin_condition = property(lambda self: _plugged(self.parts))
 
 
 class VllmRemoteReader(RemoteReader, VllmQueue):

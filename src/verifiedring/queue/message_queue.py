@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import operator
 from collections.abc import Iterator, Sized
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, NoReturn, TypeVar
 
@@ -109,8 +110,9 @@ def bytes_view(who: str, obj: Any) -> memoryview:
 
 def forwarded(part: str, name: str) -> Any:
     """An end's attribute kept by its part ``part`` (the end's attribute holding it) as
-    ``name``: read and written through, so the part sees every store at once."""
-    return property(lambda end: getattr(getattr(end, part), name),
+    ``name``: read and written through, so the part sees every store at once (the read,
+    on ``readable()``'s path, one C call)."""
+    return property(operator.attrgetter(f"{part}.{name}"),
                     lambda end, value: setattr(getattr(end, part), name, value))
 
 
