@@ -21,7 +21,7 @@ ORDER = ("ground", "ring", "queue base", "flavors", "roles", "entry", "distribut
          "compat", "tools")
 _GROUND = ("cgroup", "engine", "errors", "hosts", "hugepages", "layout", "leftovers",
            "ordering", "pace", "reservation", "shm", "steps", "waiting", "__main__")
-_RING = ("arena", "cursor_base", "cursors", "leases", "ring")
+_RING = ("arena", "cursor_base", "cursors", "leases", "native", "ring")
 _QUEUE_BASE = ("ages", "credit", "curve", "handle", "lifecycle", "message_queue", "outcomes",
                "peers", "serialization", "sockets", "wire")
 _ROLES = ("held_chunk", "local_path", "local_reader", "reader", "reader_path", "reader_waits",

@@ -49,31 +49,57 @@ class _Interrupt(BaseException):
 
 
 @contextlib.contextmanager
-def interrupt_at(writer: QueueWriter, kind: int | None = None) -> Iterator[list[int]]:
-    """SIGUSR1 to this process at the start of the wake after the first publish store
-    of ``writer``'s ring (of a chunk of ``kind``, if given); the handler raises
-    :class:`_Interrupt`. Yields the kinds of the chunks published so far."""
-    assert writer._local is not None
-    cursor = writer._local.cursor
-    real = cursor.wake_sleepers
+def interrupt_at(
+    writer: QueueWriter, kind: int | None = None, steps: str = "python"
+) -> Iterator[list[int]]:
+    """SIGUSR1 to this process right after the first publish store of ``writer``'s ring
+    (of a chunk of ``kind``, if given); the handler raises :class:`_Interrupt`. Yields
+    the kinds of the chunks published so far. ``steps``: ``"python"``, the Python steps
+    (the signal at the start of the wake-up after the store), or ``"native"``, the native
+    step (:mod:`verifiedring.native`: the signal at the return of its one call, the first
+    point after its store where CPython can deliver one)."""
+    local = writer._local
+    assert local is not None
+    cursor = local.cursor
     seen: list[int] = []
 
-    def wake(chunk: int) -> None:
+    def published(chunk: int) -> None:
         got = read_header(cursor._data[chunk])[0]
         seen.append(got)
         if (kind is None or got == kind) and seen.count(got) == 1:
             os.kill(os.getpid(), signal.SIGUSR1)  # handled at this call's return
-        real(chunk)
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise _Interrupt
 
+    native = local._native_publish
+    real = cursor.wake_sleepers
+    if steps == "native":
+        assert native is not None, "the native step core is not built"
+
+        def publish(owner: Any, seq: int, stream: bytes, stored: int) -> bool:
+            chunk = cursor.index
+            done = native(owner, seq, stream, stored)
+            if done:
+                published(chunk)
+            return done
+
+        local._native_publish = publish
+    else:
+        local._native_publish = None
+
+        def wake(chunk: int) -> None:
+            published(chunk)
+            real(chunk)
+
+        cursor.wake_sleepers = wake  # type: ignore[method-assign]  # a stand-in, restored below
     old = signal.signal(signal.SIGUSR1, handler)
-    cursor.wake_sleepers = wake  # type: ignore[method-assign]  # a stand-in, restored below
     try:
         yield seen
     finally:
-        del cursor.wake_sleepers
+        if steps != "native":
+            del cursor.wake_sleepers
+        local._native_publish = native
         signal.signal(signal.SIGUSR1, old)
 
 
@@ -107,15 +133,17 @@ def _drain(r: MessageQueue) -> list[Any]:
     return got
 
 
-@pytest.mark.parametrize("in_place", [False, True], ids=["enqueue", "acquire_write"])
+@pytest.mark.parametrize(("in_place", "steps"), [(False, "python"), (False, "native"),
+                                             (True, "python")],
+                         ids=["enqueue", "enqueue-native", "acquire_write"])
 def test_an_interrupt_after_the_publish_store_uses_up_the_sequence_number(
-    made: list[MessageQueue], in_place: bool
+    made: list[MessageQueue], in_place: bool, steps: str
 ) -> None:
     w, (r,) = _queue(0)
     made += [w, r]
     w.enqueue("m0", timeout=T)
     w.enqueue("m1", timeout=T)
-    with interrupt_at(w) as kinds, pytest.raises(_Interrupt):
+    with interrupt_at(w, steps=steps) as kinds, pytest.raises(_Interrupt):
         if in_place:
             with w.acquire_write(T) as buf:
                 buf[:2] = b"m2"
@@ -127,13 +155,14 @@ def test_an_interrupt_after_the_publish_store_uses_up_the_sequence_number(
     assert _drain(r) == ["m0", "m1", m2, "m3"]
 
 
+@pytest.mark.parametrize("steps", ["python", "native"])
 def test_with_frames_still_due_the_interrupt_breaks_the_writer_and_both_readers_learn(
-    made: list[MessageQueue],
+    made: list[MessageQueue], steps: str
 ) -> None:
     w, (local, remote) = _queue(1)
     made += [w, local, remote]
     w.enqueue("m0", timeout=T)
-    with interrupt_at(w), pytest.raises(_Interrupt):
+    with interrupt_at(w, steps=steps), pytest.raises(_Interrupt):
         w.enqueue("m1", timeout=T)  # in the ring; its remote frame never sent
     with pytest.raises(BrokenPeerError, match="publishing message seq 1 was interrupted"):
         w.enqueue("m2", timeout=T)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from support.fakes import segment_exists
 from support.groups import LOOPBACK, Group, T
+from support.signals import on_python_steps
 
 from verifiedring import (
     BrokenPeerError,
@@ -637,6 +638,7 @@ def test_an_interrupt_as_a_chunk_is_published_leaves_it_unpublished_and_the_writ
     """KeyboardInterrupt delivered at publish()'s first line (before any flag store):
     the chunk is let go unpublished, so the next enqueue reuses it and its seq."""
     g = group(1, 0)
+    on_python_steps(g.writer)
     publish = WriterCursor.publish
 
     def interrupted(self: WriterCursor) -> None:

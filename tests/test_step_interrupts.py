@@ -43,6 +43,7 @@ import pytest
 from support.signals import (  # noqa: F401 (a fixture)
     Interrupt,
     assert_interrupted,
+    on_python_steps,
     signal_at_c_call,
     signal_at_entry,
     sigusr1,
@@ -91,8 +92,25 @@ def test_a_writer_cut_at_its_commit_entry_sends_nothing_and_goes_on(
     queue: tuple[QueueWriter, LocalReader]
 ) -> None:
     w, r = queue
+    on_python_steps(w)
     w.enqueue("m0", timeout=T)
     _cut_at_entry(lambda: w.enqueue("m1", timeout=T), LocalTransmitter.commit.__code__)
+    w.enqueue("m2", timeout=T)
+    w.enqueue("m3", timeout=T)
+    assert [r.dequeue(timeout=T) for _ in range(3)] == ["m0", "m2", "m3"]
+
+
+@pytest.mark.usefixtures("sigusr1")
+def test_a_writer_cut_at_its_native_publish_call_sends_nothing_and_goes_on(
+    queue: tuple[QueueWriter, LocalReader]
+) -> None:
+    """The native step core's one call, interrupted where CPython delivers it before the
+    call runs: no store was made, m1 is not out and its number is the next message's."""
+    w, r = queue
+    assert w._local is not None and w._local._native_publish is not None
+    w.enqueue("m0", timeout=T)
+    assert_interrupted(lambda: w.enqueue("m1", timeout=T),
+                       signal_at_c_call(LocalTransmitter.publish_chunk.__code__, "publish"))
     w.enqueue("m2", timeout=T)
     w.enqueue("m3", timeout=T)
     assert [r.dequeue(timeout=T) for _ in range(3)] == ["m0", "m2", "m3"]

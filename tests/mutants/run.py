@@ -291,12 +291,19 @@ def _run(cmd: list[str], tree: Path, timeout: float) -> tuple[int | None, str]:
 
 
 def _module_of(path: str) -> str | None:
-    if not (path.startswith("src/") and path.endswith(".py")):
+    if not path.startswith("src/") or not path.endswith((".py", ".c")):
         return None
-    parts = path[len("src/") : -len(".py")].split("/")
+    parts = path[len("src/") :].rsplit(".", 1)[0].split("/")
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def build_extensions(tree: Path) -> None:
+    """A mutant of a C module: the copy's extensions rebuilt in place from its sources
+    (the copy's own ``.so``, which :func:`check_copy_runs` then finds imported)."""
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+                   check=True, capture_output=True, timeout=BASELINE_TIMEOUT)
 
 
 def check_copy_runs(tree: Path, files: list[str]) -> str | None:
@@ -356,6 +363,8 @@ def run_mutant(base: Path, workdir: Path, m: Mutant) -> Outcome:
     try:
         shutil.copytree(base, tree, symlinks=True)
         apply_patches(tree, m.patches)
+        if any(p.file.endswith(".c") for p in m.patches):
+            build_extensions(tree)
         problem = check_copy_runs(tree, [p.file for p in m.patches])
         if problem is not None:
             return Outcome(m, "ERROR: copy not in use", time.monotonic() - start, False, False,

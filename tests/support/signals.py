@@ -99,3 +99,12 @@ def assert_interrupted(call: Any, sent: list[int]) -> None:
     finally:
         sys.setprofile(None)
     assert sent == [1], "the signal was not sent: the place was not reached"
+
+
+def on_python_steps(writer: Any) -> None:
+    """From now on ``writer``'s publishes take the Python steps of ``cursors.py``, whose
+    windows the caller interrupts, not the native step core's one call
+    (:mod:`verifiedring.native`)."""
+    local = writer._local
+    assert local is not None
+    local._native_publish = None

@@ -1,0 +1,6 @@
+from typing import Any
+
+# Linux only (absent elsewhere: native.py then returns None and the Python steps run).
+class WriterStep:
+    def __init__(self, cursor: Any, n_reader: int) -> None: ...
+    def publish(self, owner: Any, seq: int, stream: bytes, stored: int) -> bool: ...
