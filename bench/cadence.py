@@ -69,10 +69,12 @@ from .reps import merge, shuffled
 ICEORYX = "iceoryx2"
 #: where iceoryx2 (as the rings) keeps its segments
 SHM = Path("/dev/shm")
-#: verifiedring with a lever of issue 31 off, in its reader processes (not run unless
-#: asked: ``--sides``): the 1 ms spin before every block and no rhythm (the code before
-#: ``pace.Pace``), or the pace's spin but no rhythm window.
-LEVERS = {"verifiedring-fixed-spin": ("spin", "window"), "verifiedring-no-rhythm": ("window",)}
+#: verifiedring with a lever of issue 31 off, in its processes (not run unless asked:
+#: ``--sides``): the 1 ms spin before every block and no rhythm (the code before
+#: ``pace.Pace``), the pace's spin but no rhythm window, or the Python steps only (no
+#: native step core).
+LEVERS = {"verifiedring-fixed-spin": ("spin", "window"), "verifiedring-no-rhythm": ("window",),
+          "verifiedring-python-steps": ("native",)}
 QUEUES = ("verifiedring", *anchors.VERSIONS)
 SIDES = (*QUEUES, ICEORYX, C_FLOOR)
 #: (period in seconds, readers)
@@ -165,10 +167,14 @@ def _take(msg: tuple[int, int, bytes], late: list[float], meter: _Meter) -> int:
 
 
 def _lever_off(side: str) -> None:
-    """In a reader process of a lever's side: that lever of :class:`pace.Pace` off."""
+    """In a process of a lever's side: that lever of :class:`pace.Pace` off, or the
+    native step core (:mod:`verifiedring.native`)."""
+    from verifiedring import native
     from verifiedring.pace import Pace
 
     off = LEVERS.get(side, ())
+    if "native" in off:
+        native.ENABLED = False
     if "spin" in off:
         setattr(Pace, "spin", lambda self: self.longest)  # noqa: B010 (a method replaced)
     if "window" in off:
@@ -193,6 +199,7 @@ def _queue_reader(side: str, ends: Any, r: int) -> dict[str, Any]:
 
 
 def _queue_writer(side: str, period: float, readers: int, seconds: float) -> dict[str, Any]:
+    _lever_off(side)
     ch = Channels(side, readers, mp.get_context("spawn"), CHUNK)
     tasks = [Task(_queue_reader, (side, ch.child_args[r], r), name=f"{side} reader {r}")
              for r in range(readers)]

@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from verifiedring import ShmRingBuffer
-from verifiedring.pace import LATE_WAITS, LEAD, RHYTHM, Pace
+from verifiedring import pace as pace_module
+from verifiedring.pace import LATE_WAITS, LATENESS_DECAY, LEAD, MAX_LATENESS, RHYTHM, Pace
 from verifiedring.steps import (
     READER_ANNOUNCE_SLEEP,
     READER_BLOCK,
@@ -202,6 +203,99 @@ def test_a_block_woken_well_before_its_bound_is_an_arrival_a_timed_out_one_is_no
         pace.spin()
         assert pace.blocked(0.001, None, 1.0) is False  # woken: an arrival, now
     assert pace.window(start) is None  # arrivals microseconds apart: too fast
+
+
+class _Clock:
+    """A stand-in for the pace's clock (a futex wait of :func:`_blocked_for` moves it)."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _blocked_for(clock: _Clock, lasted: float) -> Callable[[int, int, float], None]:
+    def futex_wait(address: int, expected: int, timeout: float) -> None:
+        clock.now += lasted
+
+    return futex_wait
+
+
+def test_a_timeout_that_ends_the_block_late_ends_the_next_block_that_much_earlier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _Clock(100.0)
+    monkeypatch.setattr(pace_module, "_monotonic", clock)
+    pace = Pace(LONGEST)
+    period, late = 0.01, 300e-6
+    _rhythm(pace, period, 100.0)
+    clock.now = 100.001
+    early = pace.window(clock.now)
+    assert early is not None and early == pytest.approx(period - LEAD - 0.001)
+    pace.block(_blocked_for(clock, early + late), 0, 1.0)  # its timeout came 0.3 ms late
+    assert pace.lateness == pytest.approx(late)
+    _rhythm(pace, period, 100.01)
+    clock.now = 100.011
+    assert pace.window(clock.now) == pytest.approx(period - LEAD - late - 0.001)
+    pace.block(_blocked_for(clock, 0.002), 0, 1.0)  # woken before its early end: kept
+    assert pace.lateness == pytest.approx(late)
+
+
+def test_the_kept_lateness_decays_and_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock(0.0)
+    monkeypatch.setattr(pace_module, "_monotonic", clock)
+    pace = Pace(LONGEST)
+    _rhythm(pace, 0.01, 0.0)
+    clock.now = 0.001
+    early = pace.window(clock.now)
+    assert early is not None
+    pace.block(_blocked_for(clock, early + 1.0), 0, 10.0)  # a second late: bounded
+    assert pace.lateness == MAX_LATENESS
+    _rhythm(pace, 0.01, clock.now)
+    clock.now += 0.001
+    assert pace.window(clock.now) == pytest.approx(0.01 - LEAD - MAX_LATENESS - 0.001)
+    _rhythm(pace, 0.002, clock.now)  # a faster rhythm: at most a quarter of its period
+    clock.now += 0.0001
+    early = pace.window(clock.now)
+    assert early is not None and early == pytest.approx(0.002 - LEAD - 0.002 / 4 - 0.0001)
+    pace.block(_blocked_for(clock, early), 0, 10.0)  # on time: the kept one decays
+    assert pace.lateness == pytest.approx(MAX_LATENESS * LATENESS_DECAY)
+
+
+def test_a_woken_reader_s_arrival_is_stamped_at_the_futex_return(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not after the reader's path back from it: the rhythm is the writer's."""
+    clock = _Clock(50.0)
+    monkeypatch.setattr(pace_module, "_monotonic", clock)
+    pace = Pace(LONGEST)
+    pace.spin()
+    pace.block(_blocked_for(clock, 0.004), 0, 1.0)
+    woke = clock.now
+    clock.now += 0.0005  # the reader's own path after the wake
+    assert pace.after_sleep(lambda: True, 1.0) is False  # no window: no polls
+    assert pace._arrivals == [woke]
+
+
+def test_a_reader_woken_before_its_window_s_end_polls_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _Clock(100.0)
+    monkeypatch.setattr(pace_module, "_monotonic", clock)
+    pace = Pace(LONGEST)
+    _rhythm(pace, 0.01, 100.0)
+    clock.now = 100.001
+    pace.spin()
+    pace.block(_blocked_for(clock, 0.002), 0, 1.0)  # woken 0.002 s in: before its end
+    polls: list[int] = []
+
+    def poll() -> bool:
+        polls.append(1)
+        return False
+
+    assert pace.after_sleep(poll, 1.0) is False
+    assert polls == [1]  # one look: a cut, not the message
 
 
 def test_a_block_ended_early_for_the_rhythm_asks_for_a_spin() -> None:

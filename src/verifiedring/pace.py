@@ -8,9 +8,16 @@ recent waits ended. Spinning is polling: the pace changes no step of the protoco
   at once; as soon as one wait's message comes within ``longest`` (a burst), they spin
   again.
 * A sleeping reader whose messages keep a rhythm (:meth:`Pace.window`) ends its block
-  ``LEAD`` before the next one is due and, after ReaderEndSleep, polls for it at most
-  ``2 LEAD``: the writer finds it awake and wakes no one, and the step is taken at a
-  spin's latency, not a wake-up's, for a small share of a core.
+  ``LEAD`` before the next one is due and, after ReaderEndSleep, polls for it until
+  ``LEAD`` past that time: the writer finds it awake and wakes no one, and the step is
+  taken at a spin's latency, not a wake-up's, for a small share of a core.
+* A block's timeout ends it late (the kernel's timer slack; on a virtual machine, the
+  host's timer and its wake-up of an idle virtual CPU: measured at 0.1 to 0.3 ms). The
+  pace keeps that lateness (the most recent, decaying) and ends the block that much
+  earlier again, so the polls begin before the message, not after it.
+* An arrival is stamped where the reader first sees it: a woken reader at the futex's
+  return, a polling one at its poll. So the rhythm is the writer's, not the reader's
+  wake-up path's.
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ LATE_WAITS = 3
 LEAD = 150e-6
 #: The arrival gaps a rhythm is judged on (:meth:`Pace.window`).
 RHYTHM = 4
+#: How a block's kept timer lateness decays per block, and the most it is allowed (also
+#: at most a quarter of the rhythm's period).
+LATENESS_DECAY = 0.9
+MAX_LATENESS = 1e-3
 
 _monotonic = time.monotonic
 
@@ -35,7 +46,8 @@ class Pace:
     """One reader's pace (see the module docstring). :meth:`spin` is read once per wait,
     at its start; a sleep blocks in :meth:`block`, then calls :meth:`after_sleep`."""
 
-    __slots__ = ("_arrivals", "_blocked", "_early", "_lasted", "_late", "_spun", "longest")
+    __slots__ = ("_arrivals", "_blocked", "_due", "_early", "_lasted", "_late", "_spun",
+                 "_woke", "lateness", "longest")
 
     def __init__(self, longest: float) -> None:
         #: The longest spin (0: sleep at once; ``math.inf``: never sleep).
@@ -46,6 +58,10 @@ class Pace:
         self._arrivals: list[float] = []
         self._lasted: float | None = None  # the last block's length and its early end
         self._early: float | None = None
+        self._due = 0.0  # when the rhythm expects the next message (window's)
+        self._woke = 0.0  # when the last block returned
+        #: How late a block's timeout has lately ended it (seconds, decaying).
+        self.lateness = 0.0
 
     def spin(self) -> float:
         """The spin of the wait that begins now."""
@@ -68,7 +84,7 @@ class Pace:
         if lasted is None:
             return False
         if early is None and lasted < bound * 0.9:
-            self.arrived(_monotonic())
+            self.arrived(self._woke)
         return early is not None
 
     def arrived(self, now: float) -> None:
@@ -81,10 +97,10 @@ class Pace:
 
     def window(self, now: float, bound: float = math.inf) -> float | None:
         """Seconds from ``now`` until the block of a sleeping reader should end, ``LEAD``
-        before the next message the recent arrivals' rhythm expects; None without a
-        steady rhythm (their gaps spread by more than half their median, or too short to
-        sleep through), once that moment has passed, or if the block's ``bound`` ends it
-        first."""
+        and the kept timer lateness (at most a quarter of the period) before the next
+        message the recent arrivals' rhythm expects; None without a steady rhythm (their
+        gaps spread by more than half their median, or too short to sleep through), once
+        that moment has passed, or if the block's ``bound`` ends it first."""
         a = self._arrivals
         if len(a) <= RHYTHM:
             return None
@@ -92,7 +108,8 @@ class Pace:
         period = gaps[RHYTHM // 2]
         if period < 4 * LEAD or gaps[-1] - gaps[0] > period / 2:
             return None
-        early = a[-1] + period - LEAD - now
+        self._due = due = a[-1] + period
+        early = due - LEAD - min(self.lateness, period / 4) - now
         return early if 0 < early < bound else None
 
     def block(self, futex_wait: Callable[[int, int, float], None], address: int,
@@ -102,16 +119,27 @@ class Pace:
         began = _monotonic()
         self._early = early = self.window(began, timeout)
         futex_wait(address, 1, timeout if early is None else early)
-        self._lasted = _monotonic() - began
+        self._woke = woke = _monotonic()
+        self._lasted = lasted = woke - began
+        if early is not None and lasted >= early:  # its timeout ended it: how late
+            self.lateness = min(max(lasted - early, self.lateness * LATENESS_DECAY),
+                                MAX_LATENESS)
 
     def after_sleep(self, poll: Callable[[], bool], timeout: float) -> bool:
         """After ReaderEndSleep of a sleep whose re-check failed (``timeout`` its block's
         bound): if its block ended early for the rhythm, poll (yielding the CPU between
-        polls) until ``LEAD`` past the message's due time; whether a poll found it."""
+        polls) until ``LEAD`` past the message's due time (once, if something woke it
+        before that early end); whether a poll found it."""
         lasted, self._lasted = self._lasted, None
-        if not self.blocked(lasted, self._early, timeout):
+        early = self._early
+        if not self.blocked(lasted, early, timeout):
             return False
-        until = _monotonic() + 2 * LEAD
+        if early is not None and lasted is not None and lasted < early:  # woken first
+            found = poll()
+            if found:
+                self.arrived(self._woke)
+            return found
+        until = max(self._due, _monotonic()) + LEAD
         yield_cpu = os.sched_yield
         while not poll():
             if _monotonic() >= until:
