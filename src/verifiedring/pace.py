@@ -12,7 +12,7 @@ recent waits ended. Spinning is polling: the pace changes no step of the protoco
   ``LEAD`` past that time: the writer finds it awake and wakes no one, and the step is
   taken at a spin's latency, not a wake-up's, for a small share of a core.
 * A block's timeout ends it late (the kernel's timer slack; on a virtual machine, the
-  host's timer and its wake-up of an idle virtual CPU: measured at 0.1 to 0.3 ms). The
+  host's timer and its wake-up of an idle virtual CPU, often longer than ``LEAD``). The
   pace keeps that lateness (the most recent, decaying) and ends the block that much
   earlier again, so the polls begin before the message, not after it.
 * An arrival is stamped where the reader first sees it: a woken reader at the futex's
