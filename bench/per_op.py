@@ -3,7 +3,8 @@
 * **per-op CPU**: one process holds a MessageQueue's writer and its one local
   reader (the READY handshake in a thread, since each side waits for the other);
   ``time.process_time_ns`` over ``--ops`` enqueue + dequeue pairs of a 1 KiB
-  ``bytes``, per pair. Sides: ``verifiedring``, each vLLM anchor that loads
+  ``bytes``, per pair. Sides: ``verifiedring``, ``verifiedring-python-steps`` (the same
+  with its native step core off: :mod:`verifiedring.native`), each vLLM anchor that loads
   (:mod:`bench.anchors`; one version per process) and ``pickle`` (``pickle.dumps`` +
   ``pickle.loads`` of the same object: the least a queue of pickled objects does).
   Each side runs in its own worker process, kept for the whole run; the
@@ -36,6 +37,8 @@ WAIT = 60.0
 SIZE = 1024
 COPY_BYTES = 64 * 1024 * 1024
 PICKLE = "pickle"
+#: verifiedring with the native step core off, in its worker process.
+PYTHON_STEPS = "verifiedring-python-steps"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +95,10 @@ def cpu_per_pair(side: str, ops: int) -> float:
         for _ in range(ops):
             loads(dumps(payload, protocol=5))
         return (time.process_time_ns() - t) / ops
+    if side == PYTHON_STEPS:
+        from verifiedring import native
+
+        native.ENABLED = False  # this worker process runs this side only
     writer, reader = _connected_pair(side)
     try:
         for _ in range(max(ops // 10, 10)):  # warm
@@ -126,7 +133,7 @@ def memcpy_gb_per_s(copies: int) -> float:
 def measure(args: argparse.Namespace, loaded: list[str]) -> dict[str, Any]:
     """The per_op JSON: ``cpu_ns_per_pair`` per side (median, reps, ratio to pickle)
     and ``memcpy_gb_per_s``; ``loaded`` are the vLLM anchors to include."""
-    sides = ["verifiedring", *loaded, PICKLE]
+    sides = ["verifiedring", PYTHON_STEPS, *loaded, PICKLE]
     reps: dict[str, list[float]] = {s: [] for s in sides}
     with Workers(sides) as workers:
         for side in shuffled(sides, args.repeats, args.seed):
