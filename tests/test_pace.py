@@ -222,11 +222,17 @@ def _blocked_for(clock: _Clock, lasted: float) -> Callable[[int, int, float], No
     return futex_wait
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """The pace's clock, stood in for (at 0 until a test sets it)."""
+    stand_in = _Clock(0.0)
+    monkeypatch.setattr(pace_module, "_monotonic", stand_in)
+    return stand_in
+
+
 def test_a_timeout_that_ends_the_block_late_ends_the_next_block_that_much_earlier(
-    monkeypatch: pytest.MonkeyPatch,
+    clock: _Clock,
 ) -> None:
-    clock = _Clock(100.0)
-    monkeypatch.setattr(pace_module, "_monotonic", clock)
     pace = Pace(LONGEST)
     period, late = 0.01, 300e-6
     _rhythm(pace, period, 100.0)
@@ -242,9 +248,7 @@ def test_a_timeout_that_ends_the_block_late_ends_the_next_block_that_much_earlie
     assert pace.lateness == pytest.approx(late)
 
 
-def test_the_kept_lateness_decays_and_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = _Clock(0.0)
-    monkeypatch.setattr(pace_module, "_monotonic", clock)
+def test_the_kept_lateness_decays_and_is_bounded(clock: _Clock) -> None:
     pace = Pace(LONGEST)
     _rhythm(pace, 0.01, 0.0)
     clock.now = 0.001
@@ -263,12 +267,9 @@ def test_the_kept_lateness_decays_and_is_bounded(monkeypatch: pytest.MonkeyPatch
     assert pace.lateness == pytest.approx(MAX_LATENESS * LATENESS_DECAY)
 
 
-def test_a_woken_reader_s_arrival_is_stamped_at_the_futex_return(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_woken_reader_s_arrival_is_stamped_at_the_futex_return(clock: _Clock) -> None:
     """Not after the reader's path back from it: the rhythm is the writer's."""
-    clock = _Clock(50.0)
-    monkeypatch.setattr(pace_module, "_monotonic", clock)
+    clock.now = 50.0
     pace = Pace(LONGEST)
     pace.spin()
     pace.block(_blocked_for(clock, 0.004), 0, 1.0)
@@ -278,11 +279,7 @@ def test_a_woken_reader_s_arrival_is_stamped_at_the_futex_return(
     assert pace._arrivals == [woke]
 
 
-def test_a_reader_woken_before_its_window_s_end_polls_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = _Clock(100.0)
-    monkeypatch.setattr(pace_module, "_monotonic", clock)
+def test_a_reader_woken_before_its_window_s_end_polls_once(clock: _Clock) -> None:
     pace = Pace(LONGEST)
     _rhythm(pace, 0.01, 100.0)
     clock.now = 100.001
