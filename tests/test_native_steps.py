@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.signals import on_python_steps
 
-from verifiedring import ClosedError, RingTimeoutError, native
+from verifiedring import ClosedError, RingTimeoutError, ShmRingBuffer, native
 from verifiedring.queue import LocalReader, QueueWriter
 from verifiedring.queue.transmitters import LocalTransmitter
 from verifiedring.steps import WRITER_ABORT, WRITER_INTERRUPTED_IN_WAKE
@@ -250,3 +250,81 @@ def test_ci_runs_the_native_step_core() -> None:
     """CI's install builds the C module, so CI's suite runs the native step core (the
     skip above would otherwise hide a failed build)."""
     assert BUILT
+
+
+def test_an_allocation_that_fails_in_the_call_stores_nothing() -> None:
+    """Each allocation of the call made to fail in turn (CPython's ``_testcapi.set_nomemory``):
+    the call raises MemoryError having stored nothing (no flag, no payload, no sleep word,
+    no record), or succeeds whole. Every allocation comes before its first store, so
+    none can leave a message published and unrecorded, or a sleeping reader unwoken."""
+    testcapi = pytest.importorskip("_testcapi")  # CPython's own test hooks
+    stream = b"\x80\x05K\x07."
+    failures = 0
+    for k in range(64):
+        ring = ShmRingBuffer(2, 64, 2)
+        try:
+            cursor = ring.writer()
+            owner = _Owner(2)
+            step = native.writer_step(cursor, 2)
+            assert step is not None
+            cursor._sleep_words[1] = 1  # reader 1 asleep: a publish must wake it
+            before = (bytes(ring.segment.buf), owner.committing, owner.published,
+                      list(owner.published_at), cursor.index, cursor.holds)
+            # the free lists of floats and small tuples emptied: the call's objects come
+            # from the allocator, which is what fails
+            held = [(n, n) for n in range(3000)] + [(n, n, n) for n in range(3000)]
+            floats = [n + 0.5 for n in range(300)]
+            testcapi.set_nomemory(k, k + 1)
+            try:
+                done = step(owner, 0, stream, 21 + len(stream))
+            except MemoryError:
+                done = None
+            finally:
+                testcapi.remove_mem_hooks()
+            del held, floats
+            after = (bytes(ring.segment.buf), owner.committing, owner.published,
+                     list(owner.published_at), cursor.index, cursor.holds)
+            if done is None:
+                failures += 1
+                assert after == before, k
+                continue
+            assert done is True
+            assert owner.published == (0, True) and cursor.index == 1
+            assert cursor._sleep_words[1] == 0 and cursor._flags[0][0] == 1
+            break
+        finally:
+            ring.close()
+    else:
+        raise AssertionError("the call never succeeded")
+    assert failures > 0  # some allocation was made to fail
+
+
+def test_more_than_64_readers_are_each_woken() -> None:
+    """The wake-up's snapshot is the step's own, one word per reader (no allocation
+    per call): a ring of 70 readers, every other one asleep."""
+    n = 70
+    ring = ShmRingBuffer(n, 64, 2)
+    try:
+        cursor = ring.writer()
+        owner = _Owner(2)
+        step = native.writer_step(cursor, n)
+        assert step is not None
+        words = cursor._sleep_words
+        for r in range(0, n, 2):
+            words[r] = 1
+        stream = b"\x80\x05K\x07."
+        assert step(owner, 0, stream, 21 + len(stream))
+        assert [words[r] for r in range(n)] == [0] * n
+        assert owner.published == (0, True) and owner.committing == (0, True, 0)
+        assert cursor.index == 1 and cursor._flags[0][0] == 1
+    finally:
+        ring.close()
+
+
+class _Owner:
+    """What the step stores its bookkeeping in, as the local transmitter keeps it."""
+
+    def __init__(self, chunks: int) -> None:
+        self.committing = (-1, True, 0)
+        self.published = (-1, True)
+        self.published_at = [0.0] * chunks

@@ -6,10 +6,13 @@
  * poll, fill, wire.encode_chunk, LocalTransmitter.commit, WriterCursor.publish and
  * wake_sleepers), and the same bookkeeping: the owner's `committing` before the
  * publish store, the cursor's `index` and the owner's `published` and
- * `published_at[i]` after it. It holds the GIL throughout and calls no Python code,
- * so an asynchronous exception (KeyboardInterrupt) lands before the call (nothing
- * done) or after it (all done), never between two of its steps: the model's
- * atomic step (spec/interrupts.md).
+ * `published_at[i]` after it. It holds the GIL throughout and calls no Python code:
+ * every object its bookkeeping stores is made before its first store, with the cyclic
+ * collector off for the call (a collection could run finalizers), and from that store
+ * on it only replaces plain attributes' values, which neither fails nor allocates. So
+ * an asynchronous exception (KeyboardInterrupt) lands before the call (nothing done)
+ * or after it (all done), never between two of its steps: the model's atomic step
+ * (spec/interrupts.md).
  *
  * It returns False, having stored nothing, whenever the Python path must run
  * instead: a step observer is attached, the cursor is closed or holds a chunk, the
@@ -46,6 +49,7 @@ typedef struct {
     PyObject *marks;        /* list: bytes of chunk c whose pages are reserved */
     Py_ssize_t n_reader;
     Py_ssize_t max_chunks;
+    uint32_t *seen; /* the wake-up's snapshot of the sleep words, one per reader */
 } WriterStep;
 
 static void
@@ -93,17 +97,6 @@ attr_index(PyObject *obj, PyObject *name)
 }
 
 static int
-set_attr_steal(PyObject *obj, PyObject *name, PyObject *value)
-{
-    int rc;
-    if (value == NULL)
-        return -1;
-    rc = PyObject_SetAttr(obj, name, value);
-    Py_DECREF(value);
-    return rc;
-}
-
-static int
 WriterStep_init(WriterStep *self, PyObject *args, PyObject *kwds)
 {
     PyObject *cursor;
@@ -134,6 +127,16 @@ WriterStep_init(WriterStep *self, PyObject *args, PyObject *kwds)
     if (PyList_GET_SIZE(self->flags) != self->max_chunks
         || PyList_GET_SIZE(self->data) != self->max_chunks) {
         PyErr_SetString(PyExc_ValueError, "WriterStep: a list is not one entry per chunk");
+        return -1;
+    }
+    if (PyList_GET_SIZE(self->marks) != self->max_chunks) {
+        PyErr_SetString(PyExc_ValueError, "WriterStep: the page marks are not one per chunk");
+        return -1;
+    }
+    PyMem_Free(self->seen);
+    self->seen = PyMem_Malloc(sizeof(uint32_t) * (size_t)n_reader);
+    if (self->seen == NULL) {
+        PyErr_NoMemory();
         return -1;
     }
     self->n_reader = n_reader;
@@ -167,6 +170,7 @@ WriterStep_dealloc(WriterStep *self)
 {
     PyObject_GC_UnTrack(self);
     WriterStep_clear(self);
+    PyMem_Free(self->seen);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -176,7 +180,7 @@ wake(uint32_t *word)
     return syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
-static int wake_sleepers(uint32_t *words, Py_ssize_t n_reader);
+static int wake_sleepers(WriterStep *self, uint32_t *words);
 
 static PyObject *
 WriterStep_publish(WriterStep *self, PyObject *args)
@@ -184,69 +188,83 @@ WriterStep_publish(WriterStep *self, PyObject *args)
     unsigned long long seq;
     Py_buffer stream, flags_view, chunk_view, words_view;
     Py_ssize_t stored, i, mark, need, holds;
-    PyObject *owner, *published_at = NULL, *observer, *mark_obj, *flags_obj, *chunk_obj, *now,
-        *entry;
+    PyObject *owner, *published_at = NULL, *observer;
+    /* what the bookkeeping stores, made before the first store of a step (below) */
+    PyObject *committing = NULL, *published = NULL, *next_index = NULL, *holds_after = NULL,
+             *now = NULL, *old_at = NULL;
     struct timespec ts;
     uint8_t *flags, *chunk;
-    int t, result = 0, failed = 0;
+    int t, gc_was, result = 0, failed = 0, views = 0;
 
+    if (self->cursor == NULL) {
+        PyErr_SetString(PyExc_ValueError, "WriterStep: not initialised");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "OKy*n", &owner, &seq, &stream, &stored))
         return NULL;
+    /* No collection while the call runs: a collection can run finalizers (Python code)
+     * inside an allocation; every allocation comes before the first store anyway. */
+    gc_was = PyGC_Disable();
     observer = PyObject_GetAttr(self->cursor, s_observer);
     if (observer == NULL)
-        goto error;
+        goto fail;
     t = observer != Py_None;
     Py_DECREF(observer);
     if (t)
         goto done;
     if ((t = attr_true(self->cursor, s_closed)) != 0 || (t = attr_true(self->cursor, s_holding)) != 0) {
         if (t < 0)
-            goto error;
+            goto fail;
         goto done;
     }
     i = attr_index(self->cursor, s_index);
     if (i < 0 && PyErr_Occurred())
-        goto error;
+        goto fail;
     if (i < 0 || i >= self->max_chunks) {
         PyErr_Format(PyExc_ValueError, "WriterStep: the cursor's index %zd is not a chunk", i);
-        goto error;
+        goto fail;
     }
     need = HEADER_BYTES + stream.len;
-    mark_obj = PyList_GET_ITEM(self->marks, i);
-    mark = PyLong_AsSsize_t(mark_obj);
+    mark = PyLong_AsSsize_t(PyList_GET_ITEM(self->marks, i));
     if (mark == -1 && PyErr_Occurred())
-        goto error;
+        goto fail;
     if (stored != need || need > mark)
         goto done; /* the Python path reserves the pages first */
     published_at = PyObject_GetAttr(owner, s_published_at);
     if (published_at == NULL)
-        goto error;
+        goto fail;
     if (!PyList_Check(published_at) || PyList_GET_SIZE(published_at) != self->max_chunks) {
         PyErr_SetString(PyExc_ValueError,
                         "WriterStep: the owner's published_at is not a list, one entry per chunk");
-        goto error;
+        goto fail;
     }
-    flags_obj = PyList_GET_ITEM(self->flags, i);
-    chunk_obj = PyList_GET_ITEM(self->data, i);
-    if (PyObject_GetBuffer(flags_obj, &flags_view, PyBUF_WRITABLE) < 0)
-        goto error;
-    if (PyObject_GetBuffer(chunk_obj, &chunk_view, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&flags_view);
-        goto error;
-    }
-    if (PyObject_GetBuffer(self->sleep_words, &words_view, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&chunk_view);
-        PyBuffer_Release(&flags_view);
-        goto error;
-    }
+    holds = attr_index(self->cursor, s_holds);
+    if (holds < 0 && PyErr_Occurred())
+        goto fail;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* the publish's time, a few steps early */
+    committing = Py_BuildValue("(KOn)", seq, Py_True, i);
+    published = Py_BuildValue("(KO)", seq, Py_True);
+    next_index = PyLong_FromSsize_t((i + 1) % self->max_chunks);
+    holds_after = PyLong_FromSsize_t(holds + 1);
+    now = PyFloat_FromDouble((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+    if (!committing || !published || !next_index || !holds_after || !now)
+        goto fail; /* no memory: nothing stored */
+    if (PyObject_GetBuffer(PyList_GET_ITEM(self->flags, i), &flags_view, PyBUF_WRITABLE) < 0)
+        goto fail;
+    views = 1;
+    if (PyObject_GetBuffer(PyList_GET_ITEM(self->data, i), &chunk_view, PyBUF_WRITABLE) < 0)
+        goto fail;
+    views = 2;
+    if (PyObject_GetBuffer(self->sleep_words, &words_view, PyBUF_WRITABLE) < 0)
+        goto fail;
+    views = 3;
     if (flags_view.len != 1 + self->n_reader || chunk_view.len < need
         || words_view.len < (Py_ssize_t)sizeof(uint32_t) * self->n_reader) {
         PyErr_Format(PyExc_ValueError,
                      "WriterStep: chunk %zd's views do not fit (flags %zd bytes, chunk %zd, "
                      "sleep words %zd; a message of %zd bytes)",
                      i, flags_view.len, chunk_view.len, words_view.len, need);
-        failed = 1;
-        goto release;
+        goto fail;
     }
     flags = flags_view.buf;
     chunk = chunk_view.buf;
@@ -256,24 +274,19 @@ WriterStep_publish(WriterStep *self, PyObject *args)
         for (Py_ssize_t r = 0; r < self->n_reader; r++) {
             /* spec: WriterPollReadFlag (one load per reader, in order) */
             if (!load_u8(&flags[1 + r]))
-                goto release; /* not free: nothing stored, the Python path waits */
+                goto done; /* not free: nothing stored, the Python path waits */
         }
     }
     atomic_thread_fence(memory_order_seq_cst); /* FW1 */
-    entry = Py_BuildValue("(KOn)", seq, Py_True, i);
-    if (set_attr_steal(owner, s_committing, entry) < 0) { /* the intent, first */
-        failed = 1;
-        goto release;
-    }
+    /* From here on nothing is allocated: the attribute stores replace existing values
+     * of plain attributes, so none fails and none runs Python code. */
+    if (PyObject_SetAttr(owner, s_committing, committing) < 0) /* the intent, first */
+        goto fail;
     /* spec: WriterClearWritten */
     store_u8(&flags[0], 0);
     atomic_thread_fence(memory_order_seq_cst); /* FW2 */
-    holds = attr_index(self->cursor, s_holds); /* fill()'s count of holds */
-    if ((holds < 0 && PyErr_Occurred())
-        || set_attr_steal(self->cursor, s_holds, PyLong_FromSsize_t(holds + 1)) < 0) {
-        failed = 1; /* written is 0 and nothing held: the next claim takes chunk i */
-        goto release;
-    }
+    if (PyObject_SetAttr(self->cursor, s_holds, holds_after) < 0)
+        goto fail; /* written is 0 and nothing held: the next claim takes chunk i */
     /* spec: WriterFillPayload (wire.encode_chunk of an INLINE message, no buffers) */
     chunk[0] = KIND_INLINE;
     put_le(chunk + 1, seq, 8);
@@ -289,71 +302,63 @@ WriterStep_publish(WriterStep *self, PyObject *args)
     /* spec: WriterPublish */
     store_u8(&flags[0], 1);
     result = 1;
-    /* the bookkeeping of WriterCursor.publish and LocalTransmitter.commit; a failure
-     * here (no memory) leaves what settle() reads: committing, and the store made */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    now = PyFloat_FromDouble((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
-    if (now == NULL || PyList_SetItem(published_at, i, now) < 0
-        || set_attr_steal(self->cursor, s_index, PyLong_FromSsize_t((i + 1) % self->max_chunks)) < 0
-        || set_attr_steal(owner, s_published, Py_BuildValue("(KO)", seq, Py_True)) < 0) {
+    /* the bookkeeping of WriterCursor.publish and LocalTransmitter.commit */
+    old_at = PyList_GET_ITEM(published_at, i); /* dropped at the end */
+    Py_INCREF(now);
+    PyList_SET_ITEM(published_at, i, now);
+    if (PyObject_SetAttr(self->cursor, s_index, next_index) < 0
+        || PyObject_SetAttr(owner, s_published, published) < 0)
+        failed = 1; /* settle() finds the store: committing is this message */
+    if (wake_sleepers(self, (uint32_t *)words_view.buf) < 0)
         failed = 1;
-        goto release;
-    }
-    if (wake_sleepers((uint32_t *)words_view.buf, self->n_reader) < 0)
-        failed = 1;
-release:
-    PyBuffer_Release(&words_view);
-    PyBuffer_Release(&chunk_view);
-    PyBuffer_Release(&flags_view);
     if (failed)
-        goto error;
+        goto fail;
+    goto done;
+fail:
+    failed = 1;
 done:
+    if (views >= 3)
+        PyBuffer_Release(&words_view);
+    if (views >= 2)
+        PyBuffer_Release(&chunk_view);
+    if (views >= 1)
+        PyBuffer_Release(&flags_view);
+    if (gc_was)
+        PyGC_Enable();
+    Py_XDECREF(committing);
+    Py_XDECREF(published);
+    Py_XDECREF(next_index);
+    Py_XDECREF(holds_after);
+    Py_XDECREF(now);
+    Py_XDECREF(old_at);
     Py_XDECREF(published_at);
     PyBuffer_Release(&stream);
-    return PyBool_FromLong(result);
-error:
-    Py_XDECREF(published_at);
-    PyBuffer_Release(&stream);
-    return NULL;
+    return failed ? NULL : PyBool_FromLong(result);
 }
 
 /* After the publish store: wake every reader whose sleep word is 1 (ReaderSleep.tla).
  * A failed wake clears and wakes every reader (WriterInterruptedInWake's wake_all) and
- * raises; 0 otherwise. */
+ * raises; 0 otherwise. It allocates nothing (the snapshot is the step's own). */
 static int
-wake_sleepers(uint32_t *words, Py_ssize_t n_reader)
+wake_sleepers(WriterStep *self, uint32_t *words)
 {
-    uint32_t seen[64];
-    uint32_t *snapshot = seen;
-    int failed = 0, err = 0;
-    if (n_reader > 64) {
-        snapshot = PyMem_Malloc(sizeof(uint32_t) * (size_t)n_reader);
-        if (snapshot == NULL) {
-            PyErr_NoMemory();
-            failed = 1;
-        }
-    }
+    uint32_t *seen = self->seen;
+    Py_ssize_t n_reader = self->n_reader;
+    int err = 0;
     atomic_thread_fence(memory_order_seq_cst); /* FS2: the publish store before the loads */
-    if (!failed) {
-        /* spec: WriterCheckSleep (one copy of every word: a snapshot) */
-        for (Py_ssize_t r = 0; r < n_reader; r++)
-            snapshot[r] = atomic_load_explicit((_Atomic uint32_t *)&words[r],
-                                               memory_order_relaxed);
-        for (Py_ssize_t r = 0; r < n_reader && !failed; r++) {
-            if (!snapshot[r])
-                continue;
-            /* spec: WriterClearSleep */
-            atomic_store_explicit((_Atomic uint32_t *)&words[r], 0, memory_order_relaxed);
-            /* spec: WriterWake (FUTEX_WAKE orders the clear before it looks for waiters) */
-            if (wake(&words[r]) == -1) {
-                err = errno;
-                failed = 1;
-            }
-        }
-        if (snapshot != seen)
-            PyMem_Free(snapshot);
+    /* spec: WriterCheckSleep (one copy of every word: a snapshot) */
+    for (Py_ssize_t r = 0; r < n_reader; r++)
+        seen[r] = atomic_load_explicit((_Atomic uint32_t *)&words[r], memory_order_relaxed);
+    for (Py_ssize_t r = 0; r < n_reader && !err; r++) {
+        if (!seen[r])
+            continue;
+        /* spec: WriterClearSleep */
+        atomic_store_explicit((_Atomic uint32_t *)&words[r], 0, memory_order_relaxed);
+        /* spec: WriterWake (FUTEX_WAKE orders the clear before it looks for waiters) */
+        if (wake(&words[r]) == -1)
+            err = errno;
     }
-    if (!failed)
+    if (!err)
         return 0;
     /* spec: WriterInterruptedInWake -- a wake that failed: every reader's word is cleared
      * and it is woken (cursor_base.WriterSide.wake_all), then the error is raised */
@@ -361,10 +366,8 @@ wake_sleepers(uint32_t *words, Py_ssize_t n_reader)
         atomic_store_explicit((_Atomic uint32_t *)&words[r], 0, memory_order_relaxed);
         wake(&words[r]);
     }
-    if (err) {
-        errno = err;
-        PyErr_SetFromErrno(PyExc_OSError);
-    }
+    errno = err;
+    PyErr_SetFromErrno(PyExc_OSError);
     return -1;
 }
 
