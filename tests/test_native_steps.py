@@ -24,6 +24,7 @@ from support.signals import on_python_steps
 from verifiedring import ClosedError, RingTimeoutError, ShmRingBuffer, native
 from verifiedring.queue import LocalReader, QueueWriter
 from verifiedring.queue.transmitters import LocalTransmitter
+from verifiedring.queue.wire import HEADER_BYTES
 from verifiedring.steps import WRITER_ABORT, WRITER_INTERRUPTED_IN_WAKE
 from verifiedring.waiting import FOREVER
 
@@ -102,11 +103,11 @@ class Pair:
 
 
 @pytest.fixture
-def pairs() -> Iterator[tuple[Pair, Pair]]:
-    native_pair, python_pair = Pair(True), Pair(False)
-    yield native_pair, python_pair
-    native_pair.close()
-    python_pair.close()
+def pair() -> Iterator[Pair]:
+    """A writer on the native step core and its readers."""
+    made = Pair(True)
+    yield made
+    made.close()
 
 
 #: One operation on both pairs: a message of n bytes (some do not fit a chunk: the
@@ -165,8 +166,7 @@ def test_the_native_writer_leaves_every_byte_as_the_python_steps_do(
         python_pair.close()
 
 
-def test_every_message_it_carries_takes_the_native_call(pairs: tuple[Pair, Pair]) -> None:
-    pair, _ = pairs
+def test_every_message_it_carries_takes_the_native_call(pair: Pair) -> None:
     local = pair.local
     calls: list[bool] = []
     real = local._native_publish
@@ -192,13 +192,12 @@ def _declines(pair: Pair) -> bool:
     assert step is not None
     before = pair.state()
     stream = b"\x80\x05K\x07."  # pickle of 7
-    done = step(local, pair.writer._life.seq, stream, 21 + len(stream))
+    done = step(local, pair.writer._life.seq, stream, HEADER_BYTES + len(stream))
     assert pair.state() == before
     return not done
 
 
-def test_it_declines_a_chunk_not_free_and_the_writer_waits(pairs: tuple[Pair, Pair]) -> None:
-    pair, _ = pairs
+def test_it_declines_a_chunk_not_free_and_the_writer_waits(pair: Pair) -> None:
     for n in range(CHUNKS):
         pair.writer.enqueue(n, timeout=T)
     assert _declines(pair)
@@ -210,10 +209,7 @@ def test_it_declines_a_chunk_not_free_and_the_writer_waits(pairs: tuple[Pair, Pa
         1, 2, 3, "now"] * READERS
 
 
-def test_it_declines_a_held_chunk_an_observer_and_unreserved_pages(
-    pairs: tuple[Pair, Pair],
-) -> None:
-    pair, _ = pairs
+def test_it_declines_a_held_chunk_an_observer_and_unreserved_pages(pair: Pair) -> None:
     cursor = pair.local.cursor
     with pair.writer.acquire_write(T):  # the chunk held: the Python steps let it go first
         assert _declines(pair)
@@ -234,8 +230,7 @@ class _NoSteps:
         pass
 
 
-def test_it_declines_a_closed_ring_and_the_writer_refuses(pairs: tuple[Pair, Pair]) -> None:
-    pair, _ = pairs
+def test_it_declines_a_closed_ring_and_the_writer_refuses(pair: Pair) -> None:
     local = pair.local
     step = local._native_publish
     assert step is not None
@@ -276,7 +271,7 @@ def test_an_allocation_that_fails_in_the_call_stores_nothing() -> None:
             floats = [n + 0.5 for n in range(300)]
             testcapi.set_nomemory(k, k + 1)
             try:
-                done = step(owner, 0, stream, 21 + len(stream))
+                done = step(owner, 0, stream, HEADER_BYTES + len(stream))
             except MemoryError:
                 done = None
             finally:
@@ -313,7 +308,7 @@ def test_more_than_64_readers_are_each_woken() -> None:
         for r in range(0, n, 2):
             words[r] = 1
         stream = b"\x80\x05K\x07."
-        assert step(owner, 0, stream, 21 + len(stream))
+        assert step(owner, 0, stream, HEADER_BYTES + len(stream))
         assert [words[r] for r in range(n)] == [0] * n
         assert owner.published == (0, True) and owner.committing == (0, True, 0)
         assert cursor.index == 1 and cursor._flags[0][0] == 1
